@@ -1,0 +1,109 @@
+"""
+calc_gae against SB3's ``RolloutBuffer.compute_returns_and_advantage`` on identical data.
+
+For each ``(n_steps, n_envs)`` size both compute GAE from the same rewards, values, episode starts and
+bootstrap; the timings are interleaved in one process and the minimum over repetitions is kept (this
+machine is noisy). Prints a table and writes ``benchmarks/results/gae.json``.
+
+usage: python benchmarks/gae.py [--reps 20] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+
+from sb3_xppo import calc_gae
+
+SIZES = ((128, 8), (512, 16), (1024, 32), (2048, 64), (4096, 64), (2048, 256))
+GAMMA, LAM = 0.99, 0.95
+
+
+def make_buffer(n_steps: int, n_envs: int, seed: int = 0) -> tuple[RolloutBuffer, th.Tensor, np.ndarray]:
+    """A filled SB3 buffer with episode starts at 2% of the steps, a bootstrap value and final dones."""
+    rng = np.random.default_rng(seed)
+    box = spaces.Box(-1, 1, (1,))
+    buffer = RolloutBuffer(n_steps, box, box, n_envs=n_envs, gamma=GAMMA, gae_lambda=LAM)
+    buffer.rewards[:] = rng.normal(size=(n_steps, n_envs))
+    buffer.values[:] = rng.normal(size=(n_steps, n_envs))
+    buffer.episode_starts[:] = rng.random((n_steps, n_envs)) < 0.02
+    last_values = th.as_tensor(rng.normal(size=n_envs), dtype=th.float32)
+    dones = rng.random(n_envs) < 0.02
+    return buffer, last_values, dones
+
+
+def sb3_inputs_as_torch(buffer: RolloutBuffer, last_values: th.Tensor, dones: np.ndarray) -> dict[str, th.Tensor]:
+    """The same data in calc_gae's layout: ``(n_envs, n_steps)``, values with the bootstrap appended."""
+    rewards = th.as_tensor(buffer.rewards.T.copy())
+    values = th.cat([th.as_tensor(buffer.values.T.copy()), last_values.reshape(-1, 1)], dim=1)
+    starts = np.concatenate([buffer.episode_starts[1:], dones[None].astype(np.float32)], axis=0)
+    masks = th.as_tensor(1.0 - starts.T.copy())
+    return dict(rewards=rewards, values=values, masks=masks)
+
+
+def best_time(fn: Callable[[], object], reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gae.json"))
+    args = parser.parse_args()
+    th.set_num_threads(args.threads)
+
+    rows = []
+    print(f"{'n_steps x n_envs':>18} {'SB3 ms':>9} {'calc_gae ms':>12} {'speed-up':>9} {'max |diff|':>11}")
+    for n_steps, n_envs in SIZES:
+        buffer, last_values, dones = make_buffer(n_steps, n_envs)
+        inputs = sb3_inputs_as_torch(buffer, last_values, dones)
+
+        def sb3(buffer=buffer, last_values=last_values, dones=dones) -> None:
+            buffer.compute_returns_and_advantage(last_values, dones)
+
+        def ours(inputs=inputs):
+            return calc_gae(**inputs, gamma=GAMMA, lam=LAM, return_advantages=True)
+
+        sb3_times, our_times = [], []
+        for _ in range(3):  # interleave the two so that machine noise hits both alike
+            sb3_times.append(best_time(sb3, args.reps))
+            our_times.append(best_time(ours, args.reps))
+        t_sb3, t_ours = min(sb3_times), min(our_times)
+        gae = ours()
+        diff = max(
+            float(np.abs(gae.advantages.numpy().T - buffer.advantages).max()),
+            float(np.abs(gae.returns.numpy().T - buffer.returns).max()),
+        )
+        rows.append(
+            dict(
+                n_steps=n_steps,
+                n_envs=n_envs,
+                sb3_ms=t_sb3 * 1e3,
+                calc_gae_ms=t_ours * 1e3,
+                speedup=t_sb3 / t_ours,
+                max_abs_diff=diff,
+            )
+        )
+        print(f"{n_steps:>8} x {n_envs:<7} {t_sb3 * 1e3:9.3f} {t_ours * 1e3:12.3f} {t_sb3 / t_ours:8.1f}x {diff:11.2e}")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(threads=args.threads, torch=th.__version__, rows=rows), f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""sb3-xppo: recent improvements to PPO for Stable-Baselines3."""
+
+import os
+
+from sb3_xppo.functional import (
+    GAE,
+    calc_gae,
+    calc_returns,
+    clipped_value_loss_fn,
+    combine_grouped_advantages,
+    dones_to_masks,
+    improved_value_clipping_fn,
+    ppo_actor_loss,
+    spo_actor_loss,
+)
+
+with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
+    __version__ = _file_handler.read().strip()
+
+__all__ = [
+    "GAE",
+    "calc_gae",
+    "calc_returns",
+    "clipped_value_loss_fn",
+    "combine_grouped_advantages",
+    "dones_to_masks",
+    "improved_value_clipping_fn",
+    "ppo_actor_loss",
+    "spo_actor_loss",
+]

@@ -1,0 +1,34 @@
+"""
+The functional core: pure torch losses and advantage estimators that everything else computes through.
+
+Shapes: ``b`` batch (sequences or envs), ``n`` time, ``g`` reward groups.
+"""
+
+from sb3_xppo.functional.actor_losses import ppo_actor_loss, spo_actor_loss
+from sb3_xppo.functional.advantages import (
+    GAE,
+    calc_gae,
+    calc_returns,
+    combine_grouped_advantages,
+    dones_to_masks,
+    reverse_linear_scan,
+)
+from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum, masked_zscore
+from sb3_xppo.functional.value_losses import clipped_value_loss_fn, improved_value_clipping_fn
+
+__all__ = [
+    "GAE",
+    "calc_gae",
+    "calc_returns",
+    "clipped_value_loss_fn",
+    "combine_grouped_advantages",
+    "dones_to_masks",
+    "improved_value_clipping_fn",
+    "lens_to_mask",
+    "masked_mean",
+    "masked_sum",
+    "masked_zscore",
+    "ppo_actor_loss",
+    "reverse_linear_scan",
+    "spo_actor_loss",
+]

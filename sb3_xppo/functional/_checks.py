@@ -1,0 +1,49 @@
+"""Argument checks shared by the functional losses and estimators."""
+
+from __future__ import annotations
+
+import torch as th
+
+
+def check_same_shape(reference_name: str, reference: th.Tensor, **others: th.Tensor | None) -> None:
+    """Raise a ``ValueError`` naming the first tensor whose shape differs from ``reference``'s."""
+    for name, other in others.items():
+        if other is not None and other.shape != reference.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(other.shape)}, expected {reference_name}'s shape {tuple(reference.shape)}"
+            )
+
+
+def check_broadcastable(name: str, tensor: th.Tensor | None, target_shape: th.Size) -> None:
+    """Raise a ``ValueError`` naming ``name`` when ``tensor`` does not broadcast to ``target_shape``."""
+    if tensor is None:
+        return
+    try:
+        th.broadcast_shapes(tensor.shape, target_shape)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} has shape {tuple(tensor.shape)}, which does not broadcast to {tuple(target_shape)}"
+        ) from None
+
+
+def clip_bounds(eps_clip: float | tuple[float, float], name: str = "eps_clip") -> tuple[float, float]:
+    """
+    ``eps_clip`` as a ``(low, high)`` pair: a float ``e`` is ``(e, e)``; a pair is decoupled clipping
+    (the ratio is clipped to ``[1 - low, 1 + high]``).
+    """
+    if isinstance(eps_clip, (tuple, list)):
+        if len(eps_clip) != 2:
+            raise ValueError(f"{name} must be a float or a (low, high) pair, got {eps_clip!r}")
+        low, high = (float(e) for e in eps_clip)
+    else:
+        low = high = float(eps_clip)
+    if not (low > 0 and high > 0):
+        raise ValueError(f"{name} must be positive, got {eps_clip!r}")
+    return low, high
+
+
+def expand_mask_for_groups(mask: th.Tensor, target: th.Tensor, group_dim: int) -> th.Tensor:
+    """Insert the group dimension into a ``(b n)`` mask that masks grouped ``(b g n)`` / ``(b n g)`` inputs."""
+    if mask.ndim == target.ndim - 1:
+        mask = mask.unsqueeze(group_dim if group_dim >= 0 else target.ndim + group_dim)
+    return mask

@@ -1,0 +1,358 @@
+"""
+Advantages and returns.
+
+- generalized advantage estimation: Schulman et al. 2016, High-Dimensional Continuous Control Using GAE
+- multi-critic advantage combination: Mysore et al. 2022, Multi-Critic Actor Learning;
+  Vijayan et al. 2025, Multi-critic Learning for Whole-body End-effector Twist Tracking
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import torch as th
+
+from sb3_xppo.functional.masked import lens_to_mask, masked_zscore
+
+Reduce = str | Callable[[th.Tensor], th.Tensor]
+REDUCES = ("mean", "sum", "max", "min")
+# Sequences up to SEQUENTIAL_MAX steps are scanned step by step, in the float order of SB3's RolloutBuffer
+# loop; longer ones in chunks of CHUNK steps (the fastest on CPU at rollout sizes, see benchmarks/gae.py).
+SEQUENTIAL_MAX = 64
+CHUNK = 16
+
+
+class GAE(NamedTuple):
+    """Result of :func:`calc_gae` with ``return_advantages=True``."""
+
+    returns: th.Tensor
+    advantages: th.Tensor
+
+
+def reverse_linear_scan(x: th.Tensor, coef: th.Tensor) -> th.Tensor:
+    """
+    Solve ``y_t = x_t + coef_t * y_{t+1}`` backwards in time, with ``y_n = 0``, along the last dim.
+
+    A Python loop over single steps costs one tensor op per step, which dominates at rollout sizes. Here
+    sequences longer than ``SEQUENTIAL_MAX`` steps are cut into chunks of ``CHUNK`` steps: one loop of ``CHUNK``
+    steps runs every chunk at once from a zero carry (also tracking the running product of ``coef``), the
+    chunk starts form a ``CHUNK`` times shorter recurrence of the same kind (solved recursively), and one
+    vectorised fix-up adds each chunk's carry times that running product: ``O(CHUNK log n)`` small ops instead
+    of ``n``. Up to ``SEQUENTIAL_MAX`` steps the plain recurrence runs, in the float order of SB3's
+    ``RolloutBuffer`` loop (so short rollouts reproduce SB3 bit for bit).
+
+    :param x: ``(..., n)`` inputs
+    :param coef: ``(..., n)`` coefficients, e.g. ``gamma * lam * done_mask``
+    :return: ``(..., n)`` solution
+    """
+    x, coef = th.broadcast_tensors(x, coef)
+    # time-major and contiguous, so every step of the loops reads one contiguous block
+    y = _scan_time_major(x.movedim(-1, 0).contiguous(), coef.movedim(-1, 0).contiguous())
+    return y.movedim(0, -1)
+
+
+def _scan_time_major(x: th.Tensor, coef: th.Tensor) -> th.Tensor:
+    n = x.shape[0]
+    if n <= SEQUENTIAL_MAX:
+        steps = [x[0]] * n
+        acc = th.zeros_like(x[0])
+        for t in range(n - 1, -1, -1):
+            acc = x[t] + coef[t] * acc
+            steps[t] = acc
+        return th.stack(steps)
+    n_chunks = -(-n // CHUNK)
+    pad = n_chunks * CHUNK - n
+    if pad:
+        x = th.cat([x, x.new_zeros(pad, *x.shape[1:])])
+        coef = th.cat([coef, coef.new_zeros(pad, *coef.shape[1:])])
+    x = x.view(n_chunks, CHUNK, *x.shape[1:])
+    coef = coef.view(n_chunks, CHUNK, *coef.shape[1:])
+    partial, decay = [x[:, 0]] * CHUNK, [x[:, 0]] * CHUNK
+    acc, running = th.zeros_like(x[:, 0]), th.ones_like(x[:, 0])
+    for t in range(CHUNK - 1, -1, -1):
+        acc = x[:, t] + coef[:, t] * acc
+        running = coef[:, t] * running
+        partial[t], decay[t] = acc, running
+    y, decay_ = th.stack(partial, 1), th.stack(decay, 1)  # (chunks, CHUNK, ...)
+    # the true value at each chunk's first step obeys the same recurrence across chunks
+    starts = _scan_time_major(y[:, 0], decay_[:, 0])
+    carry = th.cat([starts[1:], th.zeros_like(starts[:1])])
+    y = th.addcmul(y, decay_, carry.unsqueeze(1)).view(n_chunks * CHUNK, *y.shape[2:])
+    return y[:n] if pad else y
+
+
+def calc_gae(
+    rewards: th.Tensor,
+    values: th.Tensor,
+    masks: th.Tensor | None = None,
+    gamma: float | th.Tensor = 0.99,
+    lam: float | th.Tensor = 0.95,
+    done_masks: th.Tensor | None = None,
+    next_value: float | th.Tensor | None = None,
+    next_values: th.Tensor | None = None,
+    lens: th.Tensor | None = None,
+    weights: th.Tensor | Sequence[float] | None = None,
+    normalize_grouped: bool = True,
+    group_reduce: Reduce = "mean",
+    group_dim: int = -2,
+    return_advantages: bool = False,
+) -> th.Tensor | GAE:
+    """
+    Generalized advantage estimation (Schulman et al. 2016).
+
+    ``delta_t = r_t + gamma * mask_t * V'_t - V_t``, ``A_t = delta_t + gamma * lam * done_mask_t * A_{t+1}``,
+    ``returns = A + V``. The next value ``V'_t`` is, in order of precedence: ``next_values[t]``; ``values[t+1]``
+    when ``values`` has ``n + 1`` steps and ``next_value`` is None; else ``values[t+1]`` for ``t < n - 1`` and
+    ``next_value`` (default 0) at the end. Next values at masked-out steps are zeroed first, so NaN never leaks.
+
+    :param rewards: ``(b n)``, ``(n)`` for one sequence, or grouped ``(b g n)`` (``group_dim`` -2 or 1) /
+        ``(b n g)`` (``group_dim`` -1) for multi-critic rewards
+    :param values: like ``rewards``, optionally with ``n + 1`` steps; for grouped rewards also ``(b n)`` shared by
+        all groups
+    :param masks: ``(b n)``, 1 where the step's next state may be bootstrapped (not terminated)
+    :param gamma: discount, a float or ``(b)`` per sequence
+    :param lam: GAE lambda, a float or ``(b)`` per sequence
+    :param done_masks: ``(b n)``, 1 where the recursion continues (not terminated and not truncated); default ``masks``
+    :param next_value: bootstrap value after the last step: scalar, ``(b)`` or ``(b g)``
+    :param next_values: ``(b n)`` (or grouped) next value of every step
+    :param lens: ``(b)`` valid lengths, padding on the right: padded steps get 0 returns and advantages. With an
+        explicit bootstrap (``next_value``/``next_values``) the bootstrap belongs to each sequence's last valid
+        step; without one the last valid step does not bootstrap
+    :param weights: ``(g)`` group weights; when given the grouped advantages are combined into ``(b n)`` with
+        :func:`combine_grouped_advantages` (statistics over the valid steps), the returns stay grouped
+    :param normalize_grouped: z-score each group before combining
+    :param group_reduce: how groups are combined, see :func:`combine_grouped_advantages`
+    :param group_dim: the group dimension of grouped inputs
+    :param return_advantages: return ``GAE(returns, advantages)`` instead of the returns alone
+    """
+    single = rewards.ndim == 1
+    grouped = rewards.ndim == 3
+    if rewards.ndim not in (1, 2, 3):
+        raise ValueError(f"rewards must be (n), (b n), (b g n) or (b n g), got shape {tuple(rewards.shape)}")
+    if grouped and group_dim not in (-2, 1, -1, 2):
+        raise ValueError(f"group_dim must be -2/1 for (b g n) or -1/2 for (b n g), got {group_dim}")
+    if weights is not None and not grouped:
+        raise ValueError("weights combine grouped advantages: rewards must be grouped (b g n) or (b n g)")
+    time_last = not grouped or group_dim in (-2, 1)
+
+    def to_bgn(x: th.Tensor | None, name: str, allow_shared: bool = True) -> th.Tensor | None:
+        """Bring an input to the canonical ``(b, g or 1, time)`` layout."""
+        if x is None:
+            return None
+        if single:
+            x = x.unsqueeze(0)
+        if x.ndim == 2 and (allow_shared or not grouped):
+            return x.unsqueeze(1)
+        if grouped and x.ndim == 3:
+            return x if time_last else x.movedim(-1, 1)
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, which does not fit rewards of shape {tuple(rewards.shape)}")
+
+    r = to_bgn(rewards, "rewards")
+    v = to_bgn(values, "values")
+    b, g, n = r.shape
+    if v.shape[0] != b or v.shape[1] not in (1, g) or v.shape[2] not in (n, n + 1):
+        raise ValueError(
+            f"values has shape {tuple(values.shape)}: expected the batch and groups of rewards {tuple(rewards.shape)} "
+            f"and a time length of n={n} or n+1={n + 1}"
+        )
+    ones = th.ones((), dtype=r.dtype, device=r.device)
+    m = _check_mask(to_bgn(masks, "masks"), "masks", r)
+    dm = _check_mask(to_bgn(done_masks, "done_masks"), "done_masks", r)
+    m = ones if m is None else m
+    dm = m if dm is None else dm
+    nv = _next_values(to_bgn(next_values, "next_values"), next_value, v, r)
+    v = v[..., :n]
+    valid = None
+    if lens is not None:
+        valid = lens_to_mask(lens.reshape(b), n).unsqueeze(1)
+        last = th.arange(n, device=r.device) == (lens.reshape(b, 1, 1) - 1)
+        if next_values is None:
+            # the bootstrap belongs to each sequence's last valid step; none without an explicit one
+            nv = th.where(last, _bootstrap(next_value, v, b, g), nv)
+        m = m * valid
+        dm = dm * (valid & ~last)
+
+    # zero the next values of masked-out steps before the product, so a NaN there never leaks
+    nv = th.where(m != 0, nv, th.zeros((), dtype=nv.dtype, device=nv.device))
+    gamma, lam = _per_sequence(gamma, b), _per_sequence(lam, b)
+    delta = r + gamma * nv * m - v
+    coef = (gamma * lam * dm).expand_as(delta)
+    if valid is not None:
+        delta = th.where(valid, delta, th.zeros((), dtype=delta.dtype, device=delta.device))
+    advantages = reverse_linear_scan(delta, coef)
+    returns = advantages + v
+    if valid is not None:
+        returns = th.where(valid, returns, th.zeros((), dtype=returns.dtype, device=returns.device))
+
+    def from_bgn(x: th.Tensor) -> th.Tensor:
+        if not grouped:
+            x = x.squeeze(1)
+            return x.squeeze(0) if single else x
+        return x if time_last else x.movedim(1, -1)
+
+    returns, advantages = from_bgn(returns), from_bgn(advantages)
+    if weights is not None:
+        advantages = combine_grouped_advantages(
+            advantages,
+            weights=weights,
+            normalize=normalize_grouped,
+            group_dim=group_dim,
+            mask=None if valid is None else valid.squeeze(1),
+            reduce=group_reduce,
+        )
+    return GAE(returns, advantages) if return_advantages else returns
+
+
+def _next_values(next_values: th.Tensor | None, next_value: float | th.Tensor | None, v: th.Tensor, r: th.Tensor) -> th.Tensor:
+    """The next value of every step, ``(b g n)``, in the documented order of precedence."""
+    b, g, n = r.shape
+    if next_values is not None:
+        if next_values.shape[0] != b or next_values.shape[1] not in (1, g) or next_values.shape[2] != n:
+            raise ValueError(f"next_values has shape {tuple(next_values.squeeze(1).shape)}, expected the shape of rewards")
+        return next_values
+    if v.shape[2] == n + 1 and next_value is None:
+        return v[..., 1:]
+    bootstrap = _bootstrap(next_value, v, b, g)
+    return th.cat([v[..., 1:n].expand(b, bootstrap.shape[1], n - 1), bootstrap], dim=-1)
+
+
+def _per_sequence(gamma: float | th.Tensor, b: int) -> float | th.Tensor:
+    """A float discount as is; a ``(b)`` tensor shaped to broadcast against ``(b g n)``."""
+    if isinstance(gamma, th.Tensor) and gamma.ndim > 0:
+        if gamma.numel() != b:
+            raise ValueError(f"gamma/lam tensors must have one entry per sequence ({b}), got shape {tuple(gamma.shape)}")
+        return gamma.reshape(b, 1, 1)
+    return gamma
+
+
+def _bootstrap(next_value: float | th.Tensor | None, v: th.Tensor, b: int, g: int) -> th.Tensor:
+    """``next_value`` (None, scalar, ``(b)`` or ``(b g)``) as a ``(b, g, 1)`` tensor."""
+    if next_value is None:
+        return th.zeros(b, v.shape[1], 1, dtype=v.dtype, device=v.device)
+    nv = th.as_tensor(next_value, dtype=v.dtype, device=v.device)
+    if nv.ndim == 0:
+        return nv.expand(b, v.shape[1], 1)
+    if nv.shape == (b,):
+        return nv.reshape(b, 1, 1)
+    if nv.shape == (b, g):
+        return nv.reshape(b, g, 1)
+    if nv.shape == (1,):
+        return nv.reshape(1, 1, 1).expand(b, v.shape[1], 1)
+    raise ValueError(f"next_value must be a scalar, (b)=({b},) or (b g)=({b}, {g}), got shape {tuple(nv.shape)}")
+
+
+def _check_mask(mask: th.Tensor | None, name: str, r: th.Tensor) -> th.Tensor | None:
+    if mask is None:
+        return None
+    b, g, n = r.shape
+    if mask.shape[0] != b or mask.shape[1] not in (1, g) or mask.shape[2] != n:
+        raise ValueError(f"{name} must be (b n) = ({b}, {n}) (or grouped like rewards), got {tuple(mask.squeeze(1).shape)}")
+    return mask.to(r.dtype)
+
+
+def calc_returns(
+    rewards: th.Tensor,
+    masks: th.Tensor | None = None,
+    gamma: float | th.Tensor = 0.99,
+    next_value: float | th.Tensor | None = None,
+    lens: th.Tensor | None = None,
+) -> th.Tensor:
+    """
+    Discounted returns ``R_t = r_t + gamma * mask_t * R_{t+1}``.
+
+    :param rewards: ``(b n)`` or ``(n)``
+    :param masks: ``(b n)``, 1 where the next state may be bootstrapped
+    :param gamma: discount, a float or ``(b)``
+    :param next_value: bootstrap after the last (valid) step, times that step's mask: scalar or ``(b)``
+    :param lens: ``(b)`` valid lengths; padded steps get 0
+    :return: the returns, shaped like ``rewards``
+    """
+    # GAE with V = 0 and lam = 1 is the discounted return, bootstrap and padding included
+    return calc_gae(rewards, th.zeros_like(rewards), masks=masks, gamma=gamma, lam=1.0, next_value=next_value, lens=lens)
+
+
+def dones_to_masks(
+    terminated: th.Tensor | None = None,
+    truncated: th.Tensor | None = None,
+    dones: th.Tensor | None = None,
+) -> th.Tensor | tuple[th.Tensor, th.Tensor]:
+    """
+    Masks for :func:`calc_gae` from gymnasium's episode flags.
+
+    :param terminated: episode ended in a terminal state (no bootstrap)
+    :param truncated: episode was cut (time limit): bootstrap, but stop the recursion
+    :param dones: ``terminated | truncated`` (old gym style); with ``truncated`` the terminations are
+        ``dones & ~truncated``
+    :return: ``1 - terminated`` alone, or with ``truncated`` the pair
+        ``(1 - terminated, 1 - (terminated | truncated))`` for ``masks=`` and ``done_masks=``
+    """
+    if terminated is None and dones is None:
+        raise ValueError("dones_to_masks needs terminated or dones (and optionally truncated)")
+    if terminated is not None and dones is not None:
+        raise ValueError("give terminated or dones, not both")
+    flags = terminated if terminated is not None else dones
+    dtype = flags.dtype if flags.is_floating_point() else th.get_default_dtype()
+    ended = flags.bool()
+    if truncated is None:
+        return (~ended).to(dtype)
+    cut = truncated.bool()
+    if terminated is None:
+        ended = ended & ~cut
+    return (~ended).to(dtype), (~(ended | cut)).to(dtype)
+
+
+def combine_grouped_advantages(
+    advantages: th.Tensor,
+    weights: th.Tensor | Sequence[float] | None = None,
+    normalize: bool = True,
+    group_dim: int = -2,
+    mask: th.Tensor | None = None,
+    reduce: Reduce = "mean",
+    eps: float = 1e-5,
+) -> th.Tensor:
+    """
+    Combine per-group advantages into one (Mysore et al. 2022; Vijayan et al. 2025).
+
+    Each group is first z-scored on its own (over all non-group dims, masked), so no reward term's scale
+    drowns the others, then the groups are weighted and reduced.
+
+    :param advantages: grouped advantages, e.g. ``(b g n)`` (``group_dim=-2``) or ``(b n g)`` (``group_dim=-1``)
+    :param weights: ``(g)`` group weights, default all 1
+    :param normalize: z-score each group before weighting
+    :param group_dim: the group dimension
+    :param mask: mask of the non-group dims (e.g. ``(b n)``), or of the full grouped shape
+    :param reduce: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``), ``'sum'`` (``sum_g w_g A_g``), ``'max'``, ``'min'``,
+        or a callable receiving the weighted ``(g ...)`` tensor and returning the combined one
+    :param eps: added to each group's variance
+    :return: the combined advantages, the group dim removed
+    """
+    if not callable(reduce) and reduce not in REDUCES:
+        raise ValueError(f"reduce must be one of {REDUCES} or a callable, got {reduce!r}")
+    if advantages.ndim < 2:
+        raise ValueError(f"advantages must have a group dim, got shape {tuple(advantages.shape)}")
+    adv = advantages.movedim(group_dim, 0)  # (g ...)
+    g = adv.shape[0]
+    if mask is not None:
+        if mask.shape == advantages.shape:
+            mask = mask.movedim(group_dim, 0)
+        elif mask.shape == adv.shape[1:]:
+            mask = mask.unsqueeze(0)
+        else:
+            raise ValueError(
+                f"mask has shape {tuple(mask.shape)}, expected {tuple(adv.shape[1:])} or {tuple(advantages.shape)}"
+            )
+    if normalize:
+        adv = masked_zscore(adv, mask, dim=tuple(range(1, adv.ndim)), eps=eps)
+    if weights is not None:
+        w = th.as_tensor(weights, dtype=adv.dtype, device=adv.device)
+        if w.shape != (g,):
+            raise ValueError(f"weights must have one entry per group ({g}), got shape {tuple(w.shape)}")
+        adv = adv * w.reshape(g, *([1] * (adv.ndim - 1)))
+    if callable(reduce):
+        return reduce(adv)
+    if reduce == "mean":
+        return adv.mean(0) if weights is None else adv.sum(0) / w.sum()
+    if reduce == "sum":
+        return adv.sum(0)
+    return adv.amax(0) if reduce == "max" else adv.amin(0)

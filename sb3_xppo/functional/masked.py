@@ -1,0 +1,97 @@
+"""Masked statistics: the one copy of each, used by every loss and by the advantage estimators.
+
+A mask is bool or float and broadcasts against the tensor it masks; a float mask acts as a weight.
+Entries whose mask is 0 never contribute, even when they hold NaN or inf.
+"""
+
+from __future__ import annotations
+
+import torch as th
+
+EPS = 1e-5
+
+
+def _dims(x: th.Tensor, dim: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    return tuple(range(x.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+
+
+def masked_sum(
+    x: th.Tensor, mask: th.Tensor | None = None, dim: int | tuple[int, ...] | None = None, keepdim: bool = False
+) -> th.Tensor:
+    """
+    ``sum(x * mask)`` over ``dim`` (all dims by default); masked-out entries count as 0 even if non-finite.
+
+    :param x: values
+    :param mask: bool or float mask broadcastable to ``x``; ``None`` keeps every entry
+    :param dim: dimension(s) to reduce
+    :param keepdim: keep the reduced dimensions
+    """
+    if mask is None:
+        return x.sum(dim=_dims(x, dim), keepdim=keepdim)
+    return _apply_mask(x, mask).sum(dim=_dims(x, dim), keepdim=keepdim)
+
+
+def masked_mean(
+    x: th.Tensor,
+    mask: th.Tensor | None = None,
+    dim: int | tuple[int, ...] | None = None,
+    keepdim: bool = False,
+    eps: float = EPS,
+) -> th.Tensor:
+    """
+    Masked mean ``sum(x * m) / max(sum(m), eps)``.
+
+    :param x: values
+    :param mask: bool or float mask broadcastable to ``x`` (float masks weight the entries); ``None`` is the plain mean
+    :param dim: dimension(s) to reduce, all by default
+    :param keepdim: keep the reduced dimensions
+    :param eps: lower bound of the total weight, so an all-masked input gives 0 rather than NaN
+    :return: the masked mean
+    """
+    if mask is None:
+        return x.mean(dim=_dims(x, dim), keepdim=keepdim)
+    dims = _dims(x, dim)
+    weight = mask.to(x.dtype).expand_as(x).sum(dim=dims, keepdim=keepdim)
+    return _apply_mask(x, mask).sum(dim=dims, keepdim=keepdim) / weight.clamp(min=eps)
+
+
+def masked_zscore(
+    x: th.Tensor,
+    mask: th.Tensor | None = None,
+    dim: int | tuple[int, ...] | None = None,
+    eps: float = EPS,
+) -> th.Tensor:
+    """
+    Masked z-score ``(x - mean) / sqrt(var + eps)`` with the population (biased) variance.
+
+    Both statistics are masked; masked-out entries come back as 0. A single entry gives 0, never NaN.
+
+    :param x: values
+    :param mask: bool or float mask broadcastable to ``x``; ``None`` uses every entry
+    :param dim: dimension(s) the statistics are taken over, all by default
+    :param eps: added to the variance
+    :return: the normalized tensor, same shape as ``x``
+    """
+    mean = masked_mean(x, mask, dim=dim, keepdim=True, eps=eps)
+    centered = x - mean
+    var = masked_mean(centered.square(), mask, dim=dim, keepdim=True, eps=eps)
+    z = centered * th.rsqrt(var + eps)
+    return z if mask is None else _apply_mask(z, mask != 0)
+
+
+def lens_to_mask(lens: th.Tensor, n: int) -> th.Tensor:
+    """
+    Validity mask of right-padded sequences.
+
+    :param lens: ``(b)`` number of valid steps of each sequence
+    :param n: padded length
+    :return: ``(b n)`` bool mask, True at valid steps
+    """
+    return th.arange(n, device=lens.device) < lens.reshape(-1, 1)
+
+
+def _apply_mask(x: th.Tensor, mask: th.Tensor) -> th.Tensor:
+    """``x * mask`` with exact zeros where the mask is 0 (a NaN there must not leak)."""
+    if mask.dtype == th.bool:
+        return th.where(mask, x, th.zeros((), dtype=x.dtype, device=x.device))
+    return th.where(mask != 0, x * mask.to(x.dtype), th.zeros((), dtype=x.dtype, device=x.device))

@@ -1,0 +1,132 @@
+"""
+Value (critic) losses.
+
+- clipped value loss, max form: Schulman et al. 2017 (the PPO reference implementation)
+- improved value clipping: Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch as th
+import torch.nn.functional as F
+
+from sb3_xppo.functional._checks import check_broadcastable, expand_mask_for_groups
+from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum
+
+ValueLossFn = Callable[..., th.Tensor]
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def clipped_value_loss_fn(
+    values: th.Tensor,
+    old_values: th.Tensor | None = None,
+    returns: th.Tensor | None = None,
+    clip: float | None = 0.2,
+    loss_fn: ValueLossFn = F.mse_loss,
+    mask: th.Tensor | None = None,
+    lens: th.Tensor | None = None,
+    group_dim: int = -2,
+    reduction: str = "mean",
+) -> th.Tensor:
+    """
+    Value regression with PPO's clipping, max form (Schulman et al. 2017):
+    ``max(loss_fn(v, R), loss_fn(old + clamp(v - old, -clip, clip), R))``.
+
+    Without clipping (``clip`` None/False or no ``old_values``) it is ``loss_fn(values, returns)``.
+
+    :param values: predicted values, ``(b n)``, grouped ``(b g n)`` / ``(b n g)``, or any shape
+    :param old_values: the values predicted when the data was collected
+    :param returns: regression targets
+    :param clip: clip range of ``v - old``
+    :param loss_fn: elementwise loss, called as ``loss_fn(pred, target, reduction='none')``
+    :param mask: bool or float mask; a ``(b n)`` mask broadcasts along ``group_dim`` of grouped inputs
+    :param lens: ``(b)`` valid lengths, builds the time mask when ``mask`` is not given
+    :param group_dim: the group dimension of grouped inputs
+    :param reduction: ``'mean'`` (masked mean), ``'sum'`` (masked sum) or ``'none'`` (elementwise, masked-out entries 0)
+    :return: the reduced loss
+    """
+    returns = _check_value_inputs(values, old_values, returns, reduction)
+    loss = loss_fn(values, returns, reduction="none")
+    if _clipping(clip, old_values):
+        clipped = old_values + th.clamp(values - old_values, -clip, clip)
+        loss = th.max(loss, loss_fn(clipped, returns, reduction="none"))
+    return _reduce(loss, mask, lens, group_dim, reduction)
+
+
+def improved_value_clipping_fn(
+    values: th.Tensor,
+    old_values: th.Tensor | None = None,
+    returns: th.Tensor | None = None,
+    clip: float | None = 0.2,
+    loss_fn: ValueLossFn = F.mse_loss,
+    scalar_values: th.Tensor | None = None,
+    scalar_old_values: th.Tensor | None = None,
+    mask: th.Tensor | None = None,
+    lens: th.Tensor | None = None,
+    group_dim: int = -2,
+    reduction: str = "mean",
+) -> th.Tensor:
+    """
+    Improved value clipping (Lee & Chung 2024).
+
+    The return is clipped around the old value, ``R_c = clamp(R, sv_old - clip, sv_old + clip)``, and the
+    loss is ``min(loss_fn(v, R), loss_fn(v, R_c))``, except where the prediction already lies strictly between
+    the return and the far clip boundary (``R < sv < sv_old - clip`` or ``sv_old + clip < sv < R``), where it is 0:
+    there the clipped target would pull the prediction away from the return.
+
+    :param scalar_values: scalar read-out of ``values`` used for the clip test (defaults to ``values``), so a
+        distributional critic (logits + cross-entropy ``loss_fn``) can clip on its expected value
+    :param scalar_old_values: the same for ``old_values``
+
+    The other parameters are those of :func:`clipped_value_loss_fn`.
+    """
+    # a distributional critic's values carry a bins dim: the scalar read-outs are what match the returns
+    returns = _check_value_inputs(
+        values if scalar_values is None else scalar_values,
+        old_values if scalar_old_values is None else scalar_old_values,
+        returns,
+        reduction,
+    )
+    loss = loss_fn(values, returns, reduction="none")
+    if _clipping(clip, old_values):
+        sv = values if scalar_values is None else scalar_values
+        sv_old = old_values if scalar_old_values is None else scalar_old_values
+        low, high = sv_old - clip, sv_old + clip
+        clipped_loss = loss_fn(values, th.clamp(returns, low, high), reduction="none")
+        beyond = ((returns < sv) & (sv < low)) | ((high < sv) & (sv < returns))
+        loss = th.where(beyond, th.zeros((), dtype=loss.dtype, device=loss.device), th.min(loss, clipped_loss))
+    return _reduce(loss, mask, lens, group_dim, reduction)
+
+
+def _clipping(clip: float | None, old_values: th.Tensor | None) -> bool:
+    return clip is not None and clip is not False and old_values is not None
+
+
+def _check_value_inputs(
+    values: th.Tensor, old_values: th.Tensor | None, returns: th.Tensor | None, reduction: str
+) -> th.Tensor:
+    if returns is None:
+        raise ValueError("returns is required")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    check_broadcastable("returns", returns, values.shape)
+    check_broadcastable("old_values", old_values, values.shape)
+    return returns
+
+
+def _reduce(loss: th.Tensor, mask: th.Tensor | None, lens: th.Tensor | None, group_dim: int, reduction: str) -> th.Tensor:
+    if mask is None and lens is not None:
+        time_dim = -2 if loss.ndim >= 3 and group_dim in (-1, loss.ndim - 1) else -1
+        mask = lens_to_mask(lens, loss.shape[time_dim])
+    if mask is not None:
+        mask = expand_mask_for_groups(mask, loss, group_dim)
+        check_broadcastable("mask", mask, loss.shape)
+    if reduction == "mean":
+        return masked_mean(loss, mask)
+    if reduction == "sum":
+        return masked_sum(loss, mask)
+    return (
+        loss if mask is None else th.where(mask.expand_as(loss) != 0, loss, th.zeros((), dtype=loss.dtype, device=loss.device))
+    )

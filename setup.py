@@ -1,0 +1,56 @@
+import os
+
+from setuptools import find_packages, setup
+
+with open(os.path.join("sb3_xppo", "version.txt")) as file_handler:
+    __version__ = file_handler.read().strip()
+
+with open("README.md", encoding="utf-8") as f:
+    long_description = f.read()
+
+setup(
+    name="sb3-xppo",
+    version=__version__,
+    description="Stable-Baselines3 extension: PPO with SPO, decoupled/dual clipping, improved value clipping, "
+    "multi-critic advantages and DAgger distillation.",
+    long_description=long_description,
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["sb3_xppo", "sb3_xppo.*"]),
+    package_data={"sb3_xppo": ["py.typed", "version.txt", "zoo_configs/*.yml"]},
+    python_requires=">=3.10",
+    install_requires=[
+        "stable-baselines3>=2.9,<3.0",
+        "sb3-contrib>=2.9,<3.0",
+        "gymnasium[box2d]>=1.0,<2.0",
+        "torch>=2.3",
+        "einops>=0.7",
+        "tqdm",
+        "rich",
+    ],
+    extras_require={
+        "tests": [
+            "pytest>=7.0",
+            "pytest-xdist",
+            "pytest-timeout",
+            "mo-gymnasium>=1.3",
+            "ruff>=0.5",
+        ],
+        "extra": [
+            "rl-zoo3>=2.9,<3.0",
+            "tensorboard>=2.9",
+            "rliable>=1.0",
+            "matplotlib",
+            "moviepy",
+            # rl-zoo3's enjoy imports requests (through rl_zoo3.load_from_hub) without declaring it
+            "requests",
+        ],
+    },
+    entry_points={
+        "console_scripts": [
+            "xppo-train=sb3_xppo.train:main",
+            "xppo-enjoy=sb3_xppo.enjoy:main",
+            "xppo-distill=sb3_xppo.dagger_distill.__main__:main",
+        ]
+    },
+    license="MIT",
+)

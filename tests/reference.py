@@ -1,0 +1,98 @@
+"""Plain-Python-loop references of the functional core, written from the formulas in API.md, one element at a time."""
+
+from __future__ import annotations
+
+import math
+
+
+def gae_loop(rewards, values, next_vals, masks, done_masks, gamma, lam, length=None):
+    """One sequence: lists of floats; ``next_vals[t]`` is V'_t. Returns (returns, advantages)."""
+    n = len(rewards)
+    length = n if length is None else length
+    adv = [0.0] * n
+    ret = [0.0] * n
+    running = 0.0
+    for t in reversed(range(length)):
+        nv = next_vals[t] if masks[t] != 0 else 0.0
+        delta = rewards[t] + gamma * masks[t] * nv - values[t]
+        cont = done_masks[t] if t < length - 1 else 0.0
+        running = delta + gamma * lam * cont * running
+        adv[t] = running
+        ret[t] = running + values[t]
+    return ret, adv
+
+
+def returns_loop(rewards, masks, gamma, next_value, length=None):
+    n = len(rewards)
+    length = n if length is None else length
+    out = [0.0] * n
+    running = next_value
+    for t in reversed(range(length)):
+        running = rewards[t] + gamma * masks[t] * running
+        out[t] = running
+    return out
+
+
+def zscore_loop(xs, ms, eps=1e-5):
+    total = sum(ms)
+    mean = sum(x * m for x, m in zip(xs, ms)) / max(total, eps)
+    var = sum((x - mean) ** 2 * m for x, m in zip(xs, ms)) / max(total, eps)
+    return [(x - mean) / math.sqrt(var + eps) if m != 0 else 0.0 for x, m in zip(xs, ms)]
+
+
+def sigmoid(x):
+    return 1 / (1 + math.exp(-x))
+
+
+def actor_loss_loop(
+    logp,
+    old_logp,
+    adv,
+    kind="ppo",
+    low=0.2,
+    high=0.2,
+    normalize=False,
+    delightful=False,
+    temp=1.0,
+    dual_clip=False,
+    threshold=3.0,
+    log_ratio_clamp=None,
+    asymmetric=False,
+):
+    """Elementwise actor loss over flat lists."""
+    if normalize:
+        adv = zscore_loop(adv, [1.0] * len(adv))
+    out = []
+    for lp, olp, a in zip(logp, old_logp, adv):
+        if delightful:
+            a = a * sigmoid(-lp * a / temp)
+        log_ratio = lp - olp
+        if log_ratio_clamp is not None:
+            log_ratio = min(max(log_ratio, log_ratio_clamp[0]), log_ratio_clamp[1])
+        r = math.exp(log_ratio)
+        clipped = min(r * a, min(max(r, 1 - low), 1 + high) * a)
+        if kind == "ppo" or (asymmetric and a > 0):
+            surr = clipped
+        else:
+            eps = high if r >= 1 else low
+            surr = r * a - abs(a) * (r - 1) ** 2 / (2 * eps)
+        if dual_clip and a < 0:
+            surr = max(surr, threshold * a)
+        out.append(-surr)
+    return out
+
+
+def value_loss_loop(v, old, ret, clip, kind="clipped"):
+    """Elementwise squared-error value losses over flat lists."""
+    out = []
+    for vi, oi, ri in zip(v, old, ret):
+        if kind == "clipped":
+            vc = oi + min(max(vi - oi, -clip), clip)
+            out.append(max((vi - ri) ** 2, (vc - ri) ** 2))
+        else:
+            rc = min(max(ri, oi - clip), oi + clip)
+            if ri < vi < oi - clip or oi + clip < vi < ri:
+                out.append(0.0)
+            else:
+                out.append(min((vi - ri) ** 2, (vi - rc) ** 2))
+    return out
