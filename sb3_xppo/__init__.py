@@ -13,12 +13,15 @@ from sb3_xppo.functional import (
     ppo_actor_loss,
     spo_actor_loss,
 )
+from sb3_xppo.xppo import XPPO, LossHook
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
     __version__ = _file_handler.read().strip()
 
 __all__ = [
     "GAE",
+    "XPPO",
+    "LossHook",
     "calc_gae",
     "calc_returns",
     "clipped_value_loss_fn",

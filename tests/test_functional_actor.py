@@ -204,3 +204,13 @@ def test_actor_loss_errors(loss_fn):
         loss_fn(logp, old, adv, eps_clip=(0.1, 0.2, 0.3))
     with pytest.raises(ValueError, match="mask"):
         loss_fn(logp, old, adv, mask=th.ones(3, 6))
+    with pytest.raises(ValueError, match="eps_clip"):
+        loss_fn(logp, old, adv, eps_clip=-0.1)
+
+
+def test_zero_clip_range_freezes_ppo_ratio_and_is_refused_by_spo():
+    # a linear schedule ends at 0 (rl-zoo3's lin_ values): PPO's surrogate then uses a ratio of exactly 1
+    logp, old, adv = make_inputs()
+    assert th.allclose(ppo_actor_loss(logp, old, adv, eps_clip=0.0), -th.min(th.exp(logp - old) * adv, adv))
+    with pytest.raises(ValueError, match="eps_clip"):
+        spo_actor_loss(logp, old, adv, eps_clip=0.0)

@@ -206,7 +206,7 @@ def test_grouped_gae_with_weights_combines(use_lens):
         assert (gae.advantages[~mask] == 0).all()
 
 
-def _sb3_buffer(n_steps, n_envs, seed=0):
+def _sb3_buffer(n_steps, n_envs, seed=0, sequential=False):
     rng = np.random.default_rng(seed)
     box = spaces.Box(-1, 1, (1,))
     buffer = RolloutBuffer(n_steps, box, box, n_envs=n_envs, gamma=0.99, gae_lambda=0.95)
@@ -219,13 +219,21 @@ def _sb3_buffer(n_steps, n_envs, seed=0):
     values = th.cat([th.as_tensor(buffer.values.T.copy()), last_values[:, None]], 1)
     starts = np.concatenate([buffer.episode_starts[1:], dones[None].astype(np.float32)])
     masks = th.as_tensor(1.0 - starts.T)
-    gae = calc_gae(th.as_tensor(buffer.rewards.T.copy()), values, masks=masks, gamma=0.99, lam=0.95, return_advantages=True)
+    rewards = th.as_tensor(buffer.rewards.T.copy())
+    gae = calc_gae(rewards, values, masks=masks, gamma=0.99, lam=0.95, return_advantages=True, sequential=sequential)
     return buffer, gae
 
 
 @pytest.mark.parametrize("n_steps", [1, 32, 64])
 def test_short_rollouts_equal_sb3_bit_for_bit(n_steps):
     buffer, gae = _sb3_buffer(n_steps, 8)
+    assert np.array_equal(gae.advantages.numpy().T, buffer.advantages)
+    assert np.array_equal(gae.returns.numpy().T, buffer.returns)
+
+
+@pytest.mark.parametrize("n_steps", [65, 2048])
+def test_sequential_equals_sb3_bit_for_bit_at_any_length(n_steps):
+    buffer, gae = _sb3_buffer(n_steps, 8, sequential=True)
     assert np.array_equal(gae.advantages.numpy().T, buffer.advantages)
     assert np.array_equal(gae.returns.numpy().T, buffer.returns)
 

@@ -37,8 +37,8 @@ def clip_bounds(eps_clip: float | tuple[float, float], name: str = "eps_clip") -
         low, high = (float(e) for e in eps_clip)
     else:
         low = high = float(eps_clip)
-    if not (low > 0 and high > 0):
-        raise ValueError(f"{name} must be positive, got {eps_clip!r}")
+    if not (low >= 0 and high >= 0):
+        raise ValueError(f"{name} must be >= 0, got {eps_clip!r}")
     return low, high
 
 

@@ -1,0 +1,152 @@
+"""
+``train()`` wall time of XPPO variants divided by stock PPO's, on identical rollouts.
+
+One PPO rollout is collected once; before every timed ``train()`` each model gets a fresh copy of it, the same
+starting weights and optimizer state, and the same minibatch permutation seed, so every variant does the same
+work on the same data. The variants are interleaved in one process (machine noise hits all alike) and the
+minimum over repetitions is kept (wall time; beside it the CPU-time ratio, and the median over repetitions of
+the ratio to PPO's time in the same repetition, which is robust to bursts of load). Prints a table and writes
+``benchmarks/results/overhead.json``.
+
+A variant that needs its own rollout layout (e.g. multi-critic, several reward groups) supplies ``make_buffer``,
+built from the shared PPO rollout, and is added in ``variants()``.
+
+usage: python benchmarks/overhead.py [--env CartPole-v1] [--n-steps 2048] [--batch-size 64] [--n-epochs 2]
+                                     [--reps 15] [--threads 1] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
+
+from sb3_xppo import XPPO
+
+
+def copy_buffer(rollout: RolloutBuffer, model: PPO) -> RolloutBuffer:
+    """The shared rollout as it is (train() mutates its buffer, so every call gets a fresh copy)."""
+    return copy.deepcopy(rollout)
+
+
+@dataclass
+class Variant:
+    name: str
+    algo: type[PPO]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # Builds the buffer this variant trains on from the shared PPO rollout
+    make_buffer: Callable[[RolloutBuffer, PPO], RolloutBuffer] = copy_buffer
+
+
+def variants(args: argparse.Namespace) -> list[Variant]:
+    """PPO first (the reference), then the XPPO variants."""
+    return [
+        Variant("PPO", PPO),
+        Variant("XPPO clip", XPPO),
+        Variant("XPPO spo", XPPO, dict(actor_loss="spo")),
+        Variant("XPPO asymmetric_spo", XPPO, dict(actor_loss="asymmetric_spo")),
+        Variant("XPPO improved value", XPPO, dict(value_loss="improved", clip_range_vf=0.2)),
+        Variant("XPPO dual clip", XPPO, dict(dual_clip=3.0)),
+        Variant("XPPO delightful", XPPO, dict(delightful=True)),
+        Variant("XPPO clip (0.2, 0.28)", XPPO, dict(clip_range=(0.2, 0.28))),
+    ]
+
+
+def collect_rollout(args: argparse.Namespace) -> tuple[RolloutBuffer, dict[str, Any]]:
+    """One PPO rollout of ``n_steps`` steps and the initial policy/optimizer state."""
+    model = PPO(
+        "MlpPolicy", make_vec_env(args.env, n_envs=args.n_envs, seed=0), n_steps=args.n_steps, seed=0, device=args.device
+    )
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    _, callback = model._setup_learn(args.n_steps, None)
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=args.n_steps)
+    return model.rollout_buffer, copy.deepcopy(model.policy.state_dict())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--n-envs", type=int, default=1)
+    parser.add_argument("--n-steps", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--n-epochs", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
+    args = parser.parse_args()
+    th.set_num_threads(args.threads)
+
+    rollout, policy_state = collect_rollout(args)
+    env = make_vec_env(args.env, n_envs=args.n_envs, seed=0)
+    models = []
+    for variant in variants(args):
+        model = variant.algo("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
+                             seed=0, device=args.device, **variant.kwargs)  # fmt: skip
+        model.set_logger(Logger(folder=None, output_formats=[]))
+        model.policy.load_state_dict(policy_state)
+        models.append((variant, model, copy.deepcopy(model.policy.optimizer.state_dict())))
+
+    times: dict[str, list[float]] = {variant.name: [] for variant, _, _ in models}
+    cpu_times: dict[str, list[float]] = {variant.name: [] for variant, _, _ in models}
+    for rep in range(args.reps):
+        # Rotate the order so that no variant always runs first
+        for variant, model, optimizer_state in models[rep % len(models) :] + models[: rep % len(models)]:
+            # Same data, weights, optimizer state and minibatch order for every variant
+            model.rollout_buffer = variant.make_buffer(rollout, model)
+            model.policy.load_state_dict(policy_state)
+            model.policy.optimizer.load_state_dict(optimizer_state)
+            np.random.seed(rep)
+            if model.device.type == "cuda":
+                th.cuda.synchronize()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            model.train()
+            if model.device.type == "cuda":
+                th.cuda.synchronize()
+            times[variant.name].append(time.perf_counter() - start)
+            cpu_times[variant.name].append(time.process_time() - start_cpu)
+
+    reference = min(times["PPO"])
+    n_minibatches = args.n_epochs * -(-args.n_steps * args.n_envs // args.batch_size)
+    print(f"train(): {args.env}, {args.n_steps} x {args.n_envs} steps, batch {args.batch_size}, {args.n_epochs} epochs "
+          f"({n_minibatches} minibatches), min of {args.reps}, {args.threads} thread(s), {args.device}")  # fmt: skip
+    print(f"{'variant':<24} {'min ms':>9} {'median ms':>10} {'ratio':>7} {'CPU ratio':>10} {'paired':>8}")
+    rows = []
+    cpu_reference = min(cpu_times["PPO"])
+    for name, samples in times.items():
+        best, median, cpu_ratio = min(samples), float(np.median(samples)), min(cpu_times[name]) / cpu_reference
+        # Median over repetitions of the ratio to PPO's time in the same repetition: robust to bursts of load
+        paired = float(np.median(np.array(samples) / np.array(times["PPO"])))
+        rows.append(
+            dict(
+                variant=name,
+                min_ms=best * 1e3,
+                median_ms=median * 1e3,
+                ratio=best / reference,
+                cpu_ratio=cpu_ratio,
+                paired_ratio=paired,
+            )
+        )
+        print(f"{name:<24} {best * 1e3:9.2f} {median * 1e3:10.2f} {best / reference:6.3f}x {cpu_ratio:9.3f}x {paired:7.3f}x")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        config = {k: v for k, v in vars(args).items() if k != "out"}
+        json.dump(dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows), f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
