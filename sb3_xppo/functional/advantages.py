@@ -56,10 +56,11 @@ def reverse_linear_scan(x: th.Tensor, coef: th.Tensor, sequential: bool = False)
 def _scan_time_major(x: th.Tensor, coef: th.Tensor, sequential: bool = False) -> th.Tensor:
     n = x.shape[0]
     if sequential or n <= SEQUENTIAL_MAX:
-        steps = [x[0]] * n
-        acc = th.zeros_like(x[0])
+        xs, cs = x.unbind(0), coef.unbind(0)
+        steps = list(xs)
+        acc = th.zeros_like(xs[0])
         for t in range(n - 1, -1, -1):
-            acc = x[t] + coef[t] * acc
+            acc = xs[t] + cs[t] * acc
             steps[t] = acc
         return th.stack(steps)
     n_chunks = -(-n // CHUNK)
@@ -69,11 +70,12 @@ def _scan_time_major(x: th.Tensor, coef: th.Tensor, sequential: bool = False) ->
         coef = th.cat([coef, coef.new_zeros(pad, *coef.shape[1:])])
     x = x.view(n_chunks, CHUNK, *x.shape[1:])
     coef = coef.view(n_chunks, CHUNK, *coef.shape[1:])
-    partial, decay = [x[:, 0]] * CHUNK, [x[:, 0]] * CHUNK
-    acc, running = th.zeros_like(x[:, 0]), th.ones_like(x[:, 0])
+    xs, cs = x.unbind(1), coef.unbind(1)
+    partial, decay = list(xs), list(cs)
+    acc, running = th.zeros_like(xs[0]), th.ones_like(xs[0])
     for t in range(CHUNK - 1, -1, -1):
-        acc = x[:, t] + coef[:, t] * acc
-        running = coef[:, t] * running
+        acc = xs[t] + cs[t] * acc
+        running = cs[t] * running
         partial[t], decay[t] = acc, running
     y, decay_ = th.stack(partial, 1), th.stack(decay, 1)  # (chunks, CHUNK, ...)
     # the true value at each chunk's first step obeys the same recurrence across chunks
