@@ -36,10 +36,51 @@ from stable_baselines3.common.logger import Logger
 
 from sb3_xppo import XPPO
 
+# Multi-critic variants: the shared rollout's reward and value split into four groups, in these shares
+GROUP_SHARES = np.array([0.4, 0.3, 0.2, 0.1], dtype=np.float32)
+
 
 def copy_buffer(rollout: RolloutBuffer, model: PPO) -> RolloutBuffer:
     """The shared rollout as it is (train() mutates its buffer, so every call gets a fresh copy)."""
     return copy.deepcopy(rollout)
+
+
+def same_state(policy_state: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
+    return policy_state
+
+
+def grouped_buffer(rollout: RolloutBuffer, model: PPO) -> RolloutBuffer:
+    """The shared rollout with its rewards and values split into ``len(GROUP_SHARES)`` groups; GAE per group."""
+    buffer = model.rollout_buffer_class(model.n_steps, model.observation_space, model.action_space, device=model.device,
+                                        gamma=model.gamma, gae_lambda=model.gae_lambda, n_envs=model.n_envs,
+                                        **model.rollout_buffer_kwargs)  # fmt: skip
+    for name in ("observations", "actions", "episode_starts", "log_probs"):
+        setattr(buffer, name, getattr(rollout, name).copy())
+    buffer.rewards = rollout.rewards[..., None] * GROUP_SHARES
+    buffer.values = rollout.values[..., None] * GROUP_SHARES
+    buffer.pos, buffer.full = rollout.pos, rollout.full
+    buffer.compute_returns_and_advantage(th.zeros(model.n_envs, len(GROUP_SHARES)), np.zeros(model.n_envs))
+    return buffer
+
+
+def grouped_state(policy_state: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
+    """PPO's weights for a shared critic trunk with one value output per group (each starts as PPO's)."""
+    groups = len(GROUP_SHARES)
+    return {**policy_state, "value_net.weight": policy_state["value_net.weight"].repeat(groups, 1),
+            "value_net.bias": policy_state["value_net.bias"].repeat(groups)}  # fmt: skip
+
+
+def separate_state(policy_state: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
+    """PPO's weights for one value MLP per group (each starts as PPO's critic), stacked as ``SeparateCritics``."""
+    groups = len(GROUP_SHARES)
+    state = {k: v for k, v in policy_state.items() if not k.startswith(("mlp_extractor.value_net.", "value_net."))}
+    linears = [
+        k[: -len(".weight")] for k in policy_state if k.startswith("mlp_extractor.value_net.") and k.endswith(".weight")
+    ]
+    for i, name in enumerate([*linears, "value_net"]):
+        state[f"value_net.weights.{i}"] = policy_state[f"{name}.weight"].T.repeat(groups, 1, 1)
+        state[f"value_net.biases.{i}"] = policy_state[f"{name}.bias"].repeat(groups, 1, 1)
+    return state
 
 
 @dataclass
@@ -49,6 +90,8 @@ class Variant:
     kwargs: dict[str, Any] = field(default_factory=dict)
     # Builds the buffer this variant trains on from the shared PPO rollout
     make_buffer: Callable[[RolloutBuffer, PPO], RolloutBuffer] = copy_buffer
+    # Maps PPO's initial policy weights to this variant's policy (e.g. one value output per reward group)
+    adapt_state: Callable[[dict[str, th.Tensor]], dict[str, th.Tensor]] = same_state
 
 
 def variants(args: argparse.Namespace) -> list[Variant]:
@@ -62,6 +105,14 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         Variant("XPPO dual clip", XPPO, dict(dual_clip=3.0)),
         Variant("XPPO delightful", XPPO, dict(delightful=True)),
         Variant("XPPO clip (0.2, 0.28)", XPPO, dict(clip_range=(0.2, 0.28))),
+        Variant("XPPO 4 critics", XPPO, dict(reward_groups=len(GROUP_SHARES)), grouped_buffer, grouped_state),
+        Variant(
+            "XPPO 4 separate critics",
+            XPPO,
+            dict(reward_groups=len(GROUP_SHARES), policy_kwargs=dict(separate_critics=True)),
+            grouped_buffer,
+            separate_state,
+        ),
     ]
 
 
@@ -97,7 +148,7 @@ def main() -> None:
         model = variant.algo("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
                              seed=0, device=args.device, **variant.kwargs)  # fmt: skip
         model.set_logger(Logger(folder=None, output_formats=[]))
-        model.policy.load_state_dict(policy_state)
+        model.policy.load_state_dict(variant.adapt_state(policy_state))
         models.append((variant, model, copy.deepcopy(model.policy.optimizer.state_dict())))
 
     times: dict[str, list[float]] = {variant.name: [] for variant, _, _ in models}
@@ -107,7 +158,7 @@ def main() -> None:
         for variant, model, optimizer_state in models[rep % len(models) :] + models[: rep % len(models)]:
             # Same data, weights, optimizer state and minibatch order for every variant
             model.rollout_buffer = variant.make_buffer(rollout, model)
-            model.policy.load_state_dict(policy_state)
+            model.policy.load_state_dict(variant.adapt_state(policy_state))
             model.policy.optimizer.load_state_dict(optimizer_state)
             np.random.seed(rep)
             if model.device.type == "cuda":
@@ -141,10 +192,18 @@ def main() -> None:
             )
         )
         print(f"{name:<24} {best * 1e3:9.2f} {median * 1e3:10.2f} {best / reference:6.3f}x {cpu_ratio:9.3f}x {paired:7.3f}x")
+    # Multi-critic against single-critic XPPO (DESIGN.md's target: <= 1.15x with 4 groups)
+    multi_critic = {}
+    for name, samples in times.items():
+        if "critics" in name:
+            paired = float(np.median(np.array(samples) / np.array(times["XPPO clip"])))
+            multi_critic[name] = dict(ratio=min(samples) / min(times["XPPO clip"]), paired_ratio=paired)
+            print(f"{name} / XPPO clip: {multi_critic[name]['ratio']:.3f}x (paired {paired:.3f}x)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         config = {k: v for k, v in vars(args).items() if k != "out"}
-        json.dump(dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows), f, indent=2)
+        results = dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows, multi_critic=multi_critic)
+        json.dump(results, f, indent=2)
     print(f"wrote {args.out}")
 
 

@@ -13,6 +13,7 @@ from sb3_xppo.functional import (
     ppo_actor_loss,
     spo_actor_loss,
 )
+from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, RewardGroups
 from sb3_xppo.xppo import XPPO, LossHook
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
@@ -22,6 +23,9 @@ __all__ = [
     "GAE",
     "XPPO",
     "LossHook",
+    "MultiCriticPolicy",
+    "MultiCriticRolloutBuffer",
+    "RewardGroups",
     "calc_gae",
     "calc_returns",
     "clipped_value_loss_fn",
