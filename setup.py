@@ -39,6 +39,8 @@ setup(
             "rl-zoo3>=2.9,<3.0",
             "tensorboard>=2.9",
             "rliable>=1.0",
+            # rliable needs arch<8, and arch 7 does not import under pandas 3
+            "pandas<3",
             "matplotlib",
             "moviepy",
             # rl-zoo3's enjoy imports requests (through rl_zoo3.load_from_hub) without declaring it

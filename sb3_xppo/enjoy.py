@@ -1,0 +1,48 @@
+"""
+``python -m sb3_xppo.enjoy`` (console script ``xppo-enjoy``): rl-zoo3's ``enjoy`` with XPPO registered, or
+with ``--record-video`` rl-zoo3's ``record_video``.
+
+Defaults that differ from rl-zoo3's: ``--algo xppo``, ``--env LunarLander-v3`` and ``--folder logs`` (where
+``python -m sb3_xppo.train`` saves; rl-zoo3's default folder downloads the zoo's pretrained agents, which
+has none for XPPO). Every rl-zoo3 flag works and overrides these defaults (``--env``, ``-f``, ``-n``,
+``--no-render``, ``--load-best``, ``--exp-id``, ...; with ``--record-video`` also ``-o/--output-folder``).
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from collections.abc import Sequence
+
+from sb3_xppo import zoo
+
+RECORD_FLAG = "--record-video"
+
+
+def _record_video() -> None:
+    # rl-zoo3 ships record_video as a script (its code lives under `if __name__ == "__main__":`)
+    runpy.run_module("rl_zoo3.record_video", run_name="__main__", alter_sys=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """
+    Watch a trained agent (or just evaluate it, with ``--no-render``), or record a video of it with
+    ``--record-video``, through rl-zoo3, XPPO registered.
+
+    :param argv: command-line arguments (default: ``sys.argv[1:]``)
+    """
+    from rl_zoo3.enjoy import enjoy
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = enjoy
+    if RECORD_FLAG in args:
+        args.remove(RECORD_FLAG)
+        command = _record_video
+    zoo.register()
+    # argparse keeps the last value of an option: the user's arguments come after these defaults and win
+    defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.DEFAULT_ENV, "--folder", "logs"]
+    zoo.run_with_argv(command, [*defaults, *args])
+
+
+if __name__ == "__main__":
+    main()
