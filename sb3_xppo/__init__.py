@@ -2,6 +2,7 @@
 
 import os
 
+from sb3_xppo.dagger_distill import DaggerCallback, DaggerDistiller, LossBreakdown, best_action, kl_loss, mse_loss, nll_loss
 from sb3_xppo.functional import (
     GAE,
     calc_gae,
@@ -22,16 +23,23 @@ with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handl
 __all__ = [
     "GAE",
     "XPPO",
+    "DaggerCallback",
+    "DaggerDistiller",
+    "LossBreakdown",
     "LossHook",
     "MultiCriticPolicy",
     "MultiCriticRolloutBuffer",
     "RewardGroups",
+    "best_action",
     "calc_gae",
     "calc_returns",
     "clipped_value_loss_fn",
     "combine_grouped_advantages",
     "dones_to_masks",
     "improved_value_clipping_fn",
+    "kl_loss",
+    "mse_loss",
+    "nll_loss",
     "ppo_actor_loss",
     "spo_actor_loss",
 ]

@@ -1,0 +1,231 @@
+"""
+Environment steps for a student to reach 95% of a teacher's return: PPO with a DaggerCallback against PPO from
+scratch, in one run (Ross et al. 2011, DAgger). The target (DESIGN.md): the student needs <= 1/10 of the steps.
+
+- teacher: SB3 PPO with rl-zoo3's tuned hyperparameters for the env, trained once and cached under
+  ``benchmarks/results/tmp/`` (``--retrain-teacher`` trains it again, ``--teacher PATH`` uses yours); its return
+  is the mean of ``--teacher-episodes`` deterministic episodes;
+- DAgger student: a fresh PPO with SB3's default hyperparameters (8 envs x 64 steps, as the test suite's) and
+  ``DaggerCallback(teacher)`` with its defaults;
+- from scratch: PPO with rl-zoo3's tuned hyperparameters (the teacher's recipe, another seed).
+
+Both are evaluated (deterministic, ``--eval-episodes`` episodes) every few thousand steps by SB3's
+``EvalCallback`` and stop at the first evaluation >= the threshold (``R - 0.05 |R|``), or at ``--max-steps``.
+Prints a table and writes ``benchmarks/results/distill_<env>.json`` and a PNG of the learning curves.
+
+usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--ppo-seeds 0] [--quick]
+       (--quick: CartPole-v1, one seed, small budgets, about a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import torch as th
+import yaml
+from rl_zoo3.utils import linear_schedule
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from sb3_xppo import DaggerCallback
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# Steps between evaluations (DAgger student, PPO from scratch) and the step budget, per env
+SCHEDULE = {
+    "LunarLander-v3": dict(dagger_eval=4_096, ppo_eval=32_768, max_steps=2_000_000),
+    "CartPole-v1": dict(dagger_eval=1_024, ppo_eval=4_096, max_steps=100_000),  # the zoo budget (its schedules span it)
+}
+
+
+def zoo_hyperparams(env_id: str) -> tuple[dict[str, Any], int, int]:
+    """rl-zoo3's tuned PPO hyperparameters for ``env_id``: (PPO keywords, n_envs, n_timesteps)."""
+    import rl_zoo3
+
+    with open(os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo.yml")) as file:
+        config = dict(yaml.safe_load(file)[env_id])
+    n_envs, n_timesteps = int(config.pop("n_envs", 1)), int(float(config.pop("n_timesteps")))
+    config.pop("policy", None)
+    for key in ("learning_rate", "clip_range"):
+        if isinstance(config.get(key), str) and config[key].startswith("lin_"):
+            config[key] = linear_schedule(float(config[key][4:]))
+    if config.pop("normalize", False):
+        raise ValueError(f"{env_id}'s zoo config normalizes observations, which this benchmark does not handle")
+    return config, n_envs, n_timesteps
+
+
+def evaluate(model: Any, env_id: str, episodes: int, seed: int = 10_000) -> tuple[float, float]:
+    mean, std = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=seed), n_eval_episodes=episodes)
+    return float(mean), float(std)
+
+
+def get_teacher(env_id: str, path: str | None, retrain: bool, seed: int) -> tuple[PPO, str]:
+    """Load the teacher, or train it with the zoo's recipe and cache it."""
+    if path is None:
+        path = os.path.join(RESULTS, "tmp", f"teacher_ppo_{env_id}.zip")
+    if os.path.exists(path) and not retrain:
+        return PPO.load(path, device="cpu"), path
+    kwargs, n_envs, n_timesteps = zoo_hyperparams(env_id)
+    print(f"training the teacher: PPO, rl-zoo3 hyperparameters, {n_timesteps} steps on {env_id} ...", flush=True)
+    start = time.time()
+    teacher = PPO("MlpPolicy", make_vec_env(env_id, n_envs=n_envs, seed=seed), seed=seed, device="cpu", **kwargs)
+    teacher.learn(n_timesteps)
+    print(f"  done in {time.time() - start:.0f} s", flush=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    teacher.save(path)
+    return teacher, path
+
+
+def steps_to_threshold(
+    model: PPO, env_id: str, threshold: float, eval_freq: int, max_steps: int, episodes: int, seed: int, callback: Any = None
+) -> dict[str, Any]:
+    """Train until an evaluation reaches ``threshold`` (SB3's EvalCallback + StopTrainingOnRewardThreshold)."""
+    with tempfile.TemporaryDirectory() as log_path:
+        evaluation = EvalCallback(
+            make_vec_env(env_id, n_envs=1, seed=seed + 1_000),
+            callback_on_new_best=StopTrainingOnRewardThreshold(reward_threshold=threshold),
+            n_eval_episodes=episodes,
+            eval_freq=max(eval_freq // model.n_envs, 1),
+            log_path=log_path,
+            deterministic=True,
+            verbose=0,
+        )
+        start = time.time()
+        model.learn(max_steps, callback=[callback, evaluation] if callback is not None else evaluation)
+        seconds = time.time() - start
+    curve = [
+        (int(t), float(np.mean(r)))
+        for t, r in zip(evaluation.evaluations_timesteps, evaluation.evaluations_results, strict=True)
+    ]
+    reached = bool(curve) and curve[-1][1] >= threshold
+    return dict(seed=seed, steps=curve[-1][0] if reached else None, reached=reached, seconds=seconds, curve=curve)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="LunarLander-v3", choices=sorted(SCHEDULE))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--teacher", default=None, help="teacher checkpoint (default: train and cache one)")
+    parser.add_argument("--retrain-teacher", action="store_true")
+    parser.add_argument("--teacher-episodes", type=int, default=20)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--max-steps", type=int, default=None, help="step budget of each run (default: per env)")
+    parser.add_argument(
+        "--ppo-seeds",
+        type=int,
+        nargs="*",
+        default=None,
+        help="the seeds among --seeds that also run PPO from scratch (default: all; none: only DAgger)",
+    )
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="CartPole-v1, one seed, small budgets")
+    args = parser.parse_args()
+    if args.quick:
+        args.env, args.seeds, args.teacher_episodes, args.eval_episodes = "CartPole-v1", [0], 10, 5
+    th.set_num_threads(args.threads)
+    schedule = dict(SCHEDULE[args.env])
+    if args.max_steps is not None:
+        schedule["max_steps"] = args.max_steps
+    elif args.quick:
+        schedule["max_steps"] = 50_000
+
+    teacher, teacher_path = get_teacher(args.env, args.teacher, args.retrain_teacher, seed=100)
+    teacher_return, teacher_std = evaluate(teacher, args.env, args.teacher_episodes)
+    threshold = teacher_return - 0.05 * abs(teacher_return)
+    print(f"teacher: {teacher_return:.1f} +- {teacher_std:.1f} ({args.teacher_episodes} episodes); threshold {threshold:.1f}")
+
+    ppo_kwargs, ppo_envs, _ = zoo_hyperparams(args.env)
+    ppo_seeds = args.seeds if args.ppo_seeds is None else args.ppo_seeds
+    results: dict[str, list[dict[str, Any]]] = {"dagger": [], "ppo": []}
+    for seed in args.seeds:
+        student = PPO("MlpPolicy", make_vec_env(args.env, n_envs=8, seed=seed), n_steps=64, seed=seed, device="cpu")
+        run = steps_to_threshold(
+            student,
+            args.env,
+            threshold,
+            schedule["dagger_eval"],
+            schedule["max_steps"],
+            args.eval_episodes,
+            seed,
+            DaggerCallback(teacher),
+        )
+        results["dagger"].append(run)
+        print(f"  DAgger student, seed {seed}: {run['steps']} steps ({run['seconds']:.0f} s)", flush=True)
+        if seed not in ppo_seeds:
+            continue
+        scratch = PPO("MlpPolicy", make_vec_env(args.env, n_envs=ppo_envs, seed=seed), seed=seed, device="cpu", **ppo_kwargs)
+        run = steps_to_threshold(
+            scratch, args.env, threshold, schedule["ppo_eval"], schedule["max_steps"], args.eval_episodes, seed
+        )
+        results["ppo"].append(run)
+        print(f"  PPO from scratch, seed {seed}: {run['steps']} steps ({run['seconds']:.0f} s)", flush=True)
+
+    def median(runs: list[dict[str, Any]]) -> float | None:
+        # A run that never reached the threshold counts as the budget (a lower bound on its steps)
+        steps = [r["steps"] if r["reached"] else schedule["max_steps"] for r in runs]
+        return float(np.median(steps)) if steps else None
+
+    dagger_median, ppo_median = median(results["dagger"]), median(results["ppo"])
+    ratio = ppo_median / dagger_median if dagger_median and ppo_median else None
+    print(f"\n{'':18}{'steps to ' + format(threshold, '.1f'):>20}   per seed")
+    for name, key in (("DAgger student", "dagger"), ("PPO from scratch", "ppo")):
+        if results[key]:
+            per_seed = ", ".join(str(r["steps"]) if r["reached"] else f">{schedule['max_steps']}" for r in results[key])
+            print(f"{name:18}{median(results[key]):>20.0f}   {per_seed}")
+    if ratio is not None:
+        print(f"PPO / DAgger: {ratio:.1f}x (target >= 10x)")
+
+    summary = dict(
+        env=args.env,
+        teacher=dict(
+            path=os.path.relpath(teacher_path),
+            mean_return=teacher_return,
+            std_return=teacher_std,
+            episodes=args.teacher_episodes,
+        ),
+        threshold=threshold,
+        eval_episodes=args.eval_episodes,
+        max_steps=schedule["max_steps"],
+        dagger_student="PPO defaults, 8 envs x 64 steps, DaggerCallback(teacher) defaults",
+        ppo_from_scratch="PPO, rl-zoo3 hyperparameters",
+        median_steps=dict(dagger=dagger_median, ppo=ppo_median),
+        ratio=ratio,
+        runs=results,
+    )
+    os.makedirs(RESULTS, exist_ok=True)
+    stem = os.path.join(RESULTS, f"distill_{args.env}{'_quick' if args.quick else ''}")
+    with open(stem + ".json", "w") as file:
+        json.dump(summary, file, indent=2)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"wrote {stem}.json (no matplotlib: no plot)")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, color, label in (("dagger", "tab:blue", "PPO + DaggerCallback"), ("ppo", "tab:orange", "PPO from scratch (zoo)")):
+        for i, run in enumerate(results[key]):
+            steps, returns = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
+            ax.plot(steps, returns, color=color, alpha=0.8, label=label if i == 0 else None)
+    ax.axhline(threshold, color="k", linestyle="--", label=f"95% of the teacher ({threshold:.0f})")
+    ax.set_xscale("log")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("mean eval return")
+    ax.set_title(f"{args.env}: steps to 95% of the teacher's return")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(stem + ".png", dpi=120)
+    print(f"wrote {stem}.json and {stem}.png")
+
+
+if __name__ == "__main__":
+    main()

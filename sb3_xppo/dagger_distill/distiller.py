@@ -1,0 +1,574 @@
+"""DaggerDistiller: distill any teacher policy into any student policy, with or without an environment."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch as th
+from torch import nn
+from torch.distributions import Distribution
+
+from sb3_xppo.dagger_distill.dataset import AggregatedDataset
+from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss
+from sb3_xppo.dagger_distill.pytree import (
+    Tree,
+    batch_size_of,
+    best_action,
+    distribution_tensors,
+    index_distribution,
+    is_discrete,
+    rows_finite,
+    sample_action,
+    tree_index,
+    tree_leaves,
+    tree_map,
+)
+from sb3_xppo.functional.masked import masked_mean
+
+#: ``state -> Distribution`` or a pytree of distributions
+PolicyFn = Callable[[Tree], Tree]
+
+
+class DistillOutput(NamedTuple):
+    """What :meth:`DaggerDistiller.compute` returns."""
+
+    #: the loss and its parts (NaN when no state has a usable label)
+    breakdown: LossBreakdown
+    #: the student's output on all the states (with gradients)
+    student_out: Tree
+    #: the teacher's labels, one pytree of tensors with the batch first
+    labels: Tree
+    #: ``(b)`` bool, the states whose label (and teacher output) is finite
+    valid: th.Tensor
+
+
+class DaggerDistiller:
+    """
+    Distill a teacher policy into a student policy: DAgger (Ross et al. 2011, https://arxiv.org/abs/1011.0686)
+    when given an environment, and a plain differentiable loss without one.
+
+    Both policies are callables ``state -> Distribution``, or ``state -> pytree`` (dict / list / tuple, nested) of
+    distributions for composite action spaces; the loss is summed over the heads. A Stable-Baselines3 model,
+    policy or path to a saved ``.zip`` is accepted too (see :mod:`sb3_xppo.dagger_distill.adapters`).
+
+    Env-free: ``loss, student_out = distiller(states)``. The teacher runs under ``no_grad``; only the student
+    receives gradients. With ``env=`` and ``optimizer=`` (or ``params=``), :meth:`collect` rolls out the student and
+    labels the visited states with the teacher, :meth:`train` fits the aggregated dataset, :meth:`step` does both.
+
+    States whose label (or teacher output) is not finite are masked out: their teacher outputs and labels are
+    replaced by a usable state's before the loss is computed and they get weight 0, so a NaN never reaches a gradient. A batch
+    without a usable label gives a NaN loss, which :meth:`train` skips.
+
+    :param student: the policy to train, ``state -> Distribution`` (or pytree)
+    :param teacher: the expert, ``teacher_state -> Distribution`` (or pytree); never receives gradients
+    :param loss_fn: objective per head, ``loss_fn(student, teacher, action) -> elementwise loss``:
+        :func:`~sb3_xppo.dagger_distill.nll_loss` (default), :func:`~sb3_xppo.dagger_distill.kl_loss`,
+        :func:`~sb3_xppo.dagger_distill.mse_loss` or your own
+    :param teacher_sample: label with a sample of the teacher instead of its mode/mean
+    :param entropy_weight: weight of the student's entropy bonus (subtracted from the loss)
+    :param student_layer: representation alignment (REPA, Yu et al. 2024, https://arxiv.org/abs/2410.06940):
+        the student's layer whose output is aligned, a submodule name (the student must be an ``nn.Module``) or
+        the module itself
+    :param teacher_layer: the teacher's layer it is aligned with, a name or a module
+    :param rep_align_weight: weight of the alignment loss
+    :param rep_align_projector: maps the student's features to the teacher's width: None (identity; the widths
+        must match), True (a linear layer, created at the first call and trained with the student) or a module
+    :param rep_align_loss_fn: ``(student_features, teacher_features) -> (b)`` loss, ``1 - cosine`` by default
+    :param return_loss_breakdown: return :class:`LossBreakdown` ``(loss, policy, entropy, alignment)`` instead of
+        the loss (can also be passed per call)
+    :param teacher_state_fn: ``teacher_state_fn(state, info, step) -> teacher_state`` for a teacher that sees a
+        different state (e.g. privileged information from ``info``); ``info`` is None in the env-free call
+    :param label_transform: ``label_transform(state, action, info, step) -> label`` for a teacher that acts
+        differently; it maps the teacher's action to the student's label
+    :param env: vectorised environment for the DAgger loop: ``reset() -> (obs, info)`` and
+        ``step(action) -> (obs, reward, terminated, truncated, info)`` with a batch of envs (gymnasium's vector API;
+        torch or numpy)
+    :param optimizer: optimizer of the student's parameters, used by :meth:`train`
+    :param params: the student's parameters, when no ``optimizer`` is given (Adam with ``lr``)
+    :param lr: learning rate of the optimizer built from ``params``
+    :param batch_size: minibatch size of :meth:`train`
+    :param max_dataset_size: the aggregated dataset keeps at most this many states (oldest dropped first)
+    :param beta: probability of executing the teacher's label instead of the student's action during
+        :meth:`collect` (DAgger's mixture policy; 0 rolls out the student alone)
+    :param max_grad_norm: clip the gradient norm in :meth:`train` (None: no clipping)
+    :param agreement_atol: continuous heads agree when ``|student - teacher| <= agreement_atol`` (a float or a
+        tensor that broadcasts against the action)
+    :param device: device of the env's states (default: the student's parameters', else the CPU)
+    """
+
+    def __init__(
+        self,
+        student: PolicyFn | Any,
+        teacher: PolicyFn | Any,
+        *,
+        loss_fn: Objective = nll_loss,
+        teacher_sample: bool = False,
+        entropy_weight: float = 0.0,
+        student_layer: str | nn.Module | None = None,
+        teacher_layer: str | nn.Module | None = None,
+        rep_align_weight: float = 1.0,
+        rep_align_projector: bool | nn.Module | Callable[[th.Tensor], th.Tensor] | None = None,
+        rep_align_loss_fn: Callable[[th.Tensor, th.Tensor], th.Tensor] = cosine_alignment_loss,
+        return_loss_breakdown: bool = False,
+        teacher_state_fn: Callable[[Tree, Any, int], Tree] | None = None,
+        label_transform: Callable[[Tree, Tree, Any, int], Tree] | None = None,
+        env: Any = None,
+        optimizer: th.optim.Optimizer | None = None,
+        params: Iterable[nn.Parameter] | None = None,
+        lr: float = 3e-4,
+        batch_size: int = 64,
+        max_dataset_size: int = 100_000,
+        beta: float = 0.0,
+        max_grad_norm: float | None = None,
+        agreement_atol: float | th.Tensor = 0.1,
+        device: th.device | str | None = None,
+    ) -> None:
+        self.student = _as_policy_fn(student, "student")
+        self.teacher = _as_policy_fn(teacher, "teacher")
+        functions: dict[str, Any] = dict(loss_fn=loss_fn, rep_align_loss_fn=rep_align_loss_fn)
+        for name, fn in functions.items():
+            if not callable(fn):
+                raise TypeError(f"{name} must be a callable, e.g. nll_loss, kl_loss or mse_loss, got {fn!r}")
+        functions = dict(teacher_state_fn=teacher_state_fn, label_transform=label_transform)
+        for name, fn in functions.items():
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be None or a callable, got {fn!r}")
+        _check_number("entropy_weight", entropy_weight)
+        _check_number("rep_align_weight", rep_align_weight, low=0.0)
+        _check_number("lr", lr, low=0.0, open_low=True)
+        _check_number("beta", beta, low=0.0, high=1.0)
+        if max_grad_norm is not None:
+            _check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if (student_layer is None) != (teacher_layer is None):
+            raise ValueError("representation alignment needs both student_layer and teacher_layer (or neither)")
+        if not (rep_align_projector is None or rep_align_projector is True or callable(rep_align_projector)):
+            raise TypeError(f"rep_align_projector must be None, True or a module/callable, got {rep_align_projector!r}")
+        if optimizer is not None and params is not None:
+            raise ValueError("pass optimizer= or params=, not both")
+
+        self.loss_fn = loss_fn
+        self.teacher_sample = teacher_sample
+        self.entropy_weight = float(entropy_weight)
+        self.rep_align_weight = float(rep_align_weight)
+        self.rep_align_loss_fn = rep_align_loss_fn
+        self.return_loss_breakdown = return_loss_breakdown
+        self.teacher_state_fn = teacher_state_fn
+        self.label_transform = label_transform
+        self.student_layer = _resolve_layer(self.student, student_layer, "student")
+        self.teacher_layer = _resolve_layer(self.teacher, teacher_layer, "teacher")
+        self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = (
+            rep_align_projector if rep_align_projector is not True else None
+        )
+        self._make_projector = rep_align_projector is True
+
+        self.optimizer = optimizer
+        if params is not None:
+            params = list(params)
+            if isinstance(self.projector, nn.Module):
+                params += list(self.projector.parameters())
+            self.optimizer = th.optim.Adam(params, lr=lr)
+        elif optimizer is not None and isinstance(self.projector, nn.Module):
+            _add_to_optimizer(optimizer, self.projector)
+        self.env = env
+        self.batch_size = batch_size
+        self.beta = float(beta)
+        self.max_grad_norm = max_grad_norm
+        self.agreement_atol = agreement_atol
+        self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
+        self.dataset = AggregatedDataset(max_dataset_size)
+        #: vector steps taken by :meth:`collect` so far (the ``step`` given to ``teacher_state_fn``/``label_transform``)
+        self.num_steps = 0
+        self._obs: Tree = None
+        self._info: Any = None
+        self._numpy_env = False
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # The loss
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def __call__(
+        self,
+        states: Tree,
+        teacher_states: Tree = None,
+        labels: Tree = None,
+        return_loss_breakdown: bool | None = None,
+    ) -> tuple[th.Tensor | LossBreakdown, Tree]:
+        """
+        The distillation loss on a batch of states.
+
+        :param states: the student's input, a tensor (or pytree of tensors) with the batch first
+        :param teacher_states: the teacher's input (default: ``teacher_state_fn(states, None, num_steps)`` if given,
+            else ``states``)
+        :param labels: the teacher's actions, if already known (default: the teacher's mode/mean, or a sample,
+            passed through ``label_transform``)
+        :param return_loss_breakdown: override the constructor's choice
+        :return: ``(loss, student_out)``, or ``(LossBreakdown, student_out)``
+        """
+        out = self.compute(states, teacher_states, labels)
+        breakdown = self.return_loss_breakdown if return_loss_breakdown is None else return_loss_breakdown
+        return (out.breakdown if breakdown else out.breakdown.loss), out.student_out
+
+    def compute(self, states: Tree, teacher_states: Tree = None, labels: Tree = None) -> DistillOutput:
+        """
+        The loss, its parts, the student's output, the labels and which states are usable (see :meth:`__call__`).
+
+        :param states: the student's input, the batch first
+        :param teacher_states: the teacher's input
+        :param labels: the teacher's actions, if already known
+        :return: a :class:`DistillOutput`
+        """
+        b = batch_size_of(states)
+        if teacher_states is None:
+            teacher_states = states if self.teacher_state_fn is None else self.teacher_state_fn(states, None, self.num_steps)
+        teacher_out, teacher_features = self._teacher_forward(teacher_states)
+        if labels is None:
+            labels = self._labels(teacher_out, states, None, self.num_steps)
+        valid = self._usable(labels, teacher_out, teacher_features, b)
+        n_valid = int(valid.sum())
+        mask = None
+        if 0 < n_valid < b:
+            # Unusable states get a usable state's teacher output and label (finite everywhere) and weight 0,
+            # so no NaN reaches the student's gradients (NaN * 0 is NaN in autograd)
+            index = th.where(valid, th.arange(b, device=valid.device), valid.float().argmax())
+            teacher_out = tree_map(lambda d: index_distribution(d, index), teacher_out)
+            teacher_features = None if teacher_features is None else teacher_features[index]
+            labels = tree_index(labels, index)
+            mask = valid
+
+        with self._capture(self.student_layer) as captured:
+            student_out = self.student(states)
+        if n_valid == 0:
+            nan = th.full((), math.nan, device=valid.device)
+            return DistillOutput(LossBreakdown(nan, nan, nan, nan), student_out, labels, valid)
+
+        per_head = tree_map(lambda s, t, a: _per_state(self.loss_fn(s, t, a), b, "loss_fn"), student_out, teacher_out, labels)
+        policy = masked_mean(th.stack(tree_leaves(per_head)).sum(dim=0), mask)
+        zero = th.zeros((), device=policy.device, dtype=policy.dtype)
+        entropy = zero
+        if self.entropy_weight != 0:
+            entropies = [_per_state(_entropy(d), b, "entropy") for d in tree_leaves(student_out)]
+            entropy = masked_mean(th.stack(entropies).sum(dim=0), mask)
+        alignment = zero
+        if self.student_layer is not None:
+            assert teacher_features is not None  # both layers or neither (checked at construction)
+            features = self._project(_flat_features(captured, "student_layer", b), teacher_features)
+            alignment = masked_mean(
+                _per_state(self.rep_align_loss_fn(features, teacher_features), b, "rep_align_loss_fn"), mask
+            )
+        loss = policy - self.entropy_weight * entropy + self.rep_align_weight * alignment
+        return DistillOutput(LossBreakdown(loss, policy, entropy, alignment), student_out, labels, valid)
+
+    def agreement(self, student_out: Tree, labels: Tree, valid: th.Tensor | None = None) -> th.Tensor:
+        """
+        Share of states where the student's best action matches the label on every head: exactly for discrete
+        heads, within ``agreement_atol`` for continuous ones.
+
+        :param student_out: the student's distributions (pytree)
+        :param labels: the labels (pytree of tensors, same structure)
+        :param valid: ``(b)`` mask of the states to count (default: all)
+        :return: a scalar in [0, 1]
+        """
+        b = batch_size_of(labels)
+        agree = [
+            _agree(dist, best, label, self.agreement_atol, b)
+            for dist, best, label in zip(
+                tree_leaves(student_out), tree_leaves(best_action(student_out)), tree_leaves(labels), strict=True
+            )
+        ]
+        return masked_mean(th.stack(agree).all(dim=0).float(), valid)
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # The DAgger loop
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def collect(self, steps: int) -> dict[str, float]:
+        """
+        Roll out the student for ``steps`` vector steps (the teacher's label instead with probability ``beta``),
+        label every visited state with the teacher and add it to the aggregated dataset.
+
+        :param steps: vector steps (each adds ``num_envs`` states)
+        :return: ``collected`` (states), ``dataset_size``, ``agreement`` (student's best action vs the label at
+            collection), ``reward`` (mean reward per step)
+        """
+        if self.env is None:
+            raise ValueError("collect() needs env= at construction")
+        if self._obs is None:
+            self._reset_env()
+        collected, agreements, rewards = 0, [], []
+        for _ in range(steps):
+            states = self._to_tensor(self._obs)
+            b = batch_size_of(states)
+            with th.no_grad():
+                teacher_states = (
+                    states if self.teacher_state_fn is None else self.teacher_state_fn(states, self._info, self.num_steps)
+                )
+                labels = self._labels(self.teacher(teacher_states), states, self._info, self.num_steps)
+                student_out = self.student(states)
+                action = sample_action(student_out)
+                valid = th.stack([rows_finite(x, b) for x in tree_leaves(labels)]).all(dim=0)
+                if self.beta > 0:
+                    take = (th.rand(b, device=valid.device) < self.beta) & valid
+                    action = tree_map(
+                        lambda a, label, take=take: th.where(_rows(take, a), label.to(a.dtype), a), action, labels
+                    )
+                agreements.append(self.agreement(student_out, labels, valid))
+            fields = dict(states=states, labels=labels)
+            if self.teacher_state_fn is not None:
+                fields["teacher_states"] = teacher_states
+            self.dataset.add(**fields)
+            rewards.append(self._step_env(action))
+            self.num_steps += 1
+            collected += b
+        return dict(
+            collected=float(collected),
+            dataset_size=float(len(self.dataset)),
+            agreement=th.stack(agreements).mean().item() if agreements else math.nan,
+            reward=float(np.mean(rewards)) if rewards else math.nan,
+        )
+
+    def train(self, epochs: int = 1, batch_size: int | None = None, gradient_steps: int | None = None) -> dict[str, float]:
+        """
+        Fit the student to the aggregated dataset: ``epochs`` shuffled passes of minibatches, or ``gradient_steps``
+        minibatches drawn uniformly (the cost then stays flat as the dataset grows). A minibatch without a usable
+        label (NaN loss) is skipped.
+
+        :param epochs: passes over the dataset
+        :param batch_size: minibatch size (default: the constructor's)
+        :param gradient_steps: if given, this many uniformly drawn minibatches instead of ``epochs`` passes
+        :return: mean ``loss``, ``policy``, ``entropy``, ``alignment`` and ``agreement`` over the updates, the
+            number of ``updates`` and of ``skipped`` minibatches
+        """
+        if self.optimizer is None:
+            raise ValueError("train() needs optimizer= or params= at construction")
+        if len(self.dataset) == 0:
+            raise ValueError("the dataset is empty: collect() states first")
+        batch_size = batch_size or self.batch_size
+        if gradient_steps is None:
+            batches = [
+                order[i : i + batch_size]
+                for order in (th.randperm(len(self.dataset)) for _ in range(epochs))
+                for i in range(0, len(order), batch_size)
+            ]
+        else:
+            batches = [th.randint(len(self.dataset), (batch_size,)) for _ in range(gradient_steps)]
+        rows: list[th.Tensor] = []
+        skipped = 0
+        for index in batches:
+            batch = self.dataset.get(index)
+            out = self.compute(batch["states"], batch.get("teacher_states"), batch["labels"])
+            if not th.isfinite(out.breakdown.loss):
+                skipped += 1
+                continue
+            self.optimizer.zero_grad()
+            out.breakdown.loss.backward()
+            if self.max_grad_norm is not None:
+                params = [p for group in self.optimizer.param_groups for p in group["params"]]
+                nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            self.optimizer.step()
+            with th.no_grad():
+                agreement = self.agreement(out.student_out, out.labels, out.valid)
+            rows.append(th.stack([*(x.detach() for x in out.breakdown), agreement]))
+        means = th.stack(rows).mean(dim=0).tolist() if rows else [math.nan] * 5
+        stats = dict(zip((*LossBreakdown._fields, "agreement"), means, strict=True))
+        return dict(stats, updates=float(len(rows)), skipped=float(skipped))
+
+    def step(self, collect_steps: int, epochs: int = 1, gradient_steps: int | None = None) -> dict[str, float]:
+        """
+        One DAgger iteration: :meth:`collect` then :meth:`train`.
+
+        :param collect_steps: vector steps to collect
+        :param epochs: passes over the aggregated dataset
+        :param gradient_steps: uniformly drawn minibatches instead of ``epochs`` passes (see :meth:`train`)
+        :return: the stats of both (the training ``agreement`` under ``train_agreement``)
+        """
+        collected = self.collect(collect_steps)
+        trained = self.train(epochs, gradient_steps=gradient_steps)
+        trained["train_agreement"] = trained.pop("agreement")
+        return {**collected, **trained}
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Helpers
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def _labels(self, teacher_out: Tree, states: Tree, info: Any, step: int) -> Tree:
+        with th.no_grad():
+            labels = sample_action(teacher_out) if self.teacher_sample else best_action(teacher_out)
+            if self.label_transform is not None:
+                labels = self.label_transform(states, labels, info, step)
+        return labels
+
+    def _teacher_forward(self, teacher_states: Tree) -> tuple[Tree, th.Tensor | None]:
+        with th.no_grad(), self._capture(self.teacher_layer) as captured:
+            out = self.teacher(teacher_states)
+        features = None
+        if self.teacher_layer is not None:
+            features = _flat_features(captured, "teacher_layer", batch_size_of(teacher_states))
+        return out, features
+
+    @staticmethod
+    def _usable(labels: Tree, teacher_out: Tree, teacher_features: th.Tensor | None, b: int) -> th.Tensor:
+        """``(b)`` bool: finite labels; teacher parameters and features free of NaN (an infinite logit is legal)."""
+        checks = [rows_finite(x, b) for x in tree_leaves(labels)]
+        params = [p for d in tree_leaves(teacher_out) for p in distribution_tensors(d)]
+        if teacher_features is not None:
+            params.append(teacher_features)
+        checks += [_no_nan(p, b) for p in params]
+        return th.stack(checks).all(dim=0)
+
+    def _project(self, features: th.Tensor, teacher_features: th.Tensor) -> th.Tensor:
+        if self.projector is None and self._make_projector:
+            self.projector = nn.Linear(features.shape[-1], teacher_features.shape[-1]).to(features.device, features.dtype)
+            if self.optimizer is not None:
+                _add_to_optimizer(self.optimizer, self.projector)
+        if self.projector is not None:
+            features = self.projector(features)
+        if features.shape[-1] != teacher_features.shape[-1]:
+            raise ValueError(
+                f"student_layer gives {features.shape[-1]} features and teacher_layer {teacher_features.shape[-1]}: "
+                "pass rep_align_projector=True (a trained linear map) or a module mapping one to the other"
+            )
+        return features
+
+    @contextmanager
+    def _capture(self, layer: nn.Module | None) -> Iterator[dict[str, th.Tensor]]:
+        """Record ``layer``'s output during the block (a forward hook, removed afterwards)."""
+        captured: dict[str, th.Tensor] = {}
+        if layer is None:
+            yield captured
+            return
+
+        def hook(module: nn.Module, inputs: Any, output: Any) -> None:
+            captured["x"] = output[0] if isinstance(output, (tuple, list)) else output
+
+        handle = layer.register_forward_hook(hook)
+        try:
+            yield captured
+        finally:
+            handle.remove()
+
+    def _to_tensor(self, obs: Tree) -> Tree:
+        def convert(x: Any) -> th.Tensor:
+            if isinstance(x, th.Tensor):
+                return x.to(self.device)
+            self._numpy_env = True
+            tensor = th.as_tensor(np.asarray(x), device=self.device)
+            return tensor.to(th.get_default_dtype()) if tensor.is_floating_point() else tensor
+
+        return tree_map(convert, obs)
+
+    def _reset_env(self) -> None:
+        out = self.env.reset()
+        self._obs, self._info = out if isinstance(out, tuple) and len(out) == 2 else (out, None)
+
+    def _step_env(self, action: Tree) -> float:
+        if self._numpy_env:
+            action = tree_map(lambda a: a.cpu().numpy(), action)
+        out = self.env.step(action)
+        if len(out) == 5:  # gymnasium's vector API
+            self._obs, reward, _, _, self._info = out
+        elif len(out) == 4:  # (obs, reward, done, info): Stable-Baselines3's VecEnv API
+            self._obs, reward, _, self._info = out
+        else:
+            raise ValueError(f"env.step() must return (obs, reward, terminated, truncated, info), got {len(out)} values")
+        reward = reward.float() if isinstance(reward, th.Tensor) else th.as_tensor(np.asarray(reward, dtype=np.float32))
+        return reward.mean().item()
+
+
+def _as_policy_fn(policy: Any, name: str) -> PolicyFn:
+    """Callables are used as they are; SB3 models, policies and paths are wrapped (noise-free) by the adapters."""
+    from sb3_xppo.dagger_distill.adapters import is_sb3_policy_like, policy_adapter
+
+    if is_sb3_policy_like(policy):
+        return policy_adapter(policy)
+    if not callable(policy):
+        raise TypeError(f"{name} must be a callable state -> Distribution (or pytree), an SB3 model or a path, got {policy!r}")
+    return policy
+
+
+def _resolve_layer(owner: Any, layer: str | nn.Module | None, name: str) -> nn.Module | None:
+    """A layer given as a module, or by its submodule name in the ``owner`` policy (checked now, not at the first call)."""
+    if layer is None or isinstance(layer, nn.Module):
+        return layer
+    if not isinstance(layer, str):
+        raise TypeError(f"{name}_layer must be a submodule name or an nn.Module, got {layer!r}")
+    module = getattr(owner, "module", owner)  # adapters expose the wrapped policy as .module
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{name}_layer={layer!r} is a name, but the {name} is not an nn.Module: pass the layer module itself")
+    try:
+        return module.get_submodule(layer)
+    except AttributeError:
+        names = [n for n, _ in module.named_modules() if n]
+        raise ValueError(f"{name}_layer={layer!r} is not a submodule of the {name}; its submodules are {names}") from None
+
+
+def _per_state(x: th.Tensor, b: int, name: str) -> th.Tensor:
+    """``(b)``: an elementwise loss summed over everything after the batch dim."""
+    if x.ndim == 0 or x.shape[0] != b:
+        raise ValueError(f"{name} must return an elementwise loss with the batch ({b}) first, got shape {tuple(x.shape)}")
+    return x.reshape(b, -1).sum(dim=-1)
+
+
+def _entropy(dist: Distribution) -> th.Tensor:
+    try:
+        return dist.entropy()
+    except NotImplementedError:
+        # No closed form (e.g. a tanh-squashed Gaussian): a one-sample estimate, as SB3 does
+        action = dist.rsample() if dist.has_rsample else dist.sample()
+        return -dist.log_prob(action)
+
+
+def _flat_features(captured: dict[str, th.Tensor], name: str, b: int) -> th.Tensor:
+    if "x" not in captured:
+        raise RuntimeError(f"the {name} was not called during the forward pass: pick a layer the policy uses")
+    return captured["x"].reshape(b, -1)
+
+
+def _agree(dist: Any, best: th.Tensor, label: th.Tensor, atol: float | th.Tensor, b: int) -> th.Tensor:
+    same = best.to(label.dtype) == label if is_discrete(dist) else (best - label).abs() <= atol
+    return same.reshape(b, -1).all(dim=-1)
+
+
+def _rows(mask: th.Tensor, like: th.Tensor) -> th.Tensor:
+    """A ``(b)`` mask shaped to broadcast against ``like`` (batch first)."""
+    return mask.reshape(-1, *([1] * (like.ndim - 1)))
+
+
+def _no_nan(x: th.Tensor, b: int) -> th.Tensor:
+    """``(b)`` bool: rows of ``x`` without NaN (infinities allowed)."""
+    if not x.is_floating_point():
+        return rows_finite(x, b)
+    return rows_finite(th.where(th.isinf(x), th.zeros((), dtype=x.dtype, device=x.device), x), b)
+
+
+def _add_to_optimizer(optimizer: th.optim.Optimizer, module: nn.Module) -> None:
+    """Add the module's parameters the optimizer does not hold yet (a projector trained with the student)."""
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    new = [p for p in module.parameters() if id(p) not in held]
+    if new:
+        optimizer.add_param_group({"params": new})
+
+
+def _infer_device(optimizer: th.optim.Optimizer | None, student: Any) -> th.device:
+    if optimizer is not None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                return p.device
+    module = getattr(student, "module", student)
+    if isinstance(module, nn.Module):
+        for p in module.parameters():
+            return p.device
+    return th.device("cpu")
+
+
+def _check_number(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> None:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (low is None or (value > low if open_low else value >= low)) and (high is None or value <= high)
+    if not ok:
+        bounds = f"{'(' if open_low else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ValueError(f"{name} must be a number in {bounds}, got {value!r}")
