@@ -205,7 +205,7 @@ def test_actor_loss_errors(loss_fn):
     with pytest.raises(ValueError, match="mask"):
         loss_fn(logp, old, adv, mask=th.ones(3, 6))
     with pytest.raises(ValueError, match="eps_clip"):
-        loss_fn(logp, old, adv, eps_clip=-0.1)
+        loss_fn(logp, old, adv, eps_clip=float("nan"))
 
 
 def test_zero_clip_range_freezes_ppo_ratio_and_is_refused_by_spo():
@@ -214,3 +214,7 @@ def test_zero_clip_range_freezes_ppo_ratio_and_is_refused_by_spo():
     assert th.allclose(ppo_actor_loss(logp, old, adv, eps_clip=0.0), -th.min(th.exp(logp - old) * adv, adv))
     with pytest.raises(ValueError, match="eps_clip"):
         spo_actor_loss(logp, old, adv, eps_clip=0.0)
+    # below 0 (a linear schedule past its budget) the clamp works as torch's, the same as SB3's PPO
+    ratio = th.exp(logp - old)
+    expected = -th.min(ratio * adv, th.clamp(ratio, 1 + 0.001, 1 - 0.001) * adv)
+    assert th.equal(ppo_actor_loss(logp, old, adv, eps_clip=-0.001), expected)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from rl_zoo3.utils import linear_schedule
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.env_util import make_vec_env
@@ -60,6 +61,17 @@ def test_reproduces_ppo_exactly(env_id, kwargs):
     assert params_equal(ppo.policy, xppo.policy)
     for key in ["train/policy_gradient_loss", "train/value_loss", "train/approx_kl", "train/clip_fraction", "train/loss"]:
         assert ppo.logger.name_to_value[key] == pytest.approx(xppo.logger.name_to_value[key], rel=1e-6, abs=1e-9), key
+
+
+def test_reproduces_ppo_when_a_linear_clip_schedule_overshoots_the_budget():
+    # 5000 is no multiple of the 256-step rollout: the last train() runs past the budget, where rl-zoo3's lin_0.2
+    # (progress_remaining * 0.2, unclamped) is negative
+    config = dict(n_steps=32, batch_size=64, n_epochs=2, seed=0, policy_kwargs=dict(net_arch=[16]), device="cpu")
+    schedule = linear_schedule(0.2)
+    ppo = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=0), clip_range=schedule, **config).learn(5000)
+    xppo = XPPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=0), clip_range=schedule, **config).learn(5000)
+    assert ppo.clip_range(ppo._current_progress_remaining) < 0
+    assert params_equal(ppo.policy, xppo.policy)
 
 
 def test_long_rollouts():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch as th
 
 
@@ -29,7 +31,8 @@ def check_broadcastable(name: str, tensor: th.Tensor | None, target_shape: th.Si
 def clip_bounds(eps_clip: float | tuple[float, float], name: str = "eps_clip") -> tuple[float, float]:
     """
     ``eps_clip`` as a ``(low, high)`` pair: a float ``e`` is ``(e, e)``; a pair is decoupled clipping
-    (the ratio is clipped to ``[1 - low, 1 + high]``).
+    (the ratio is clipped to ``[1 - low, 1 + high]``). As in SB3's PPO, a range a linear schedule has driven below 0
+    is not refused: ``torch.clamp`` then maps every ratio to ``1 + high``.
     """
     if isinstance(eps_clip, (tuple, list)):
         if len(eps_clip) != 2:
@@ -37,8 +40,8 @@ def clip_bounds(eps_clip: float | tuple[float, float], name: str = "eps_clip") -
         low, high = (float(e) for e in eps_clip)
     else:
         low = high = float(eps_clip)
-    if not (low >= 0 and high >= 0):
-        raise ValueError(f"{name} must be >= 0, got {eps_clip!r}")
+    if math.isnan(low) or math.isnan(high):
+        raise ValueError(f"{name} must be a number, got {eps_clip!r}")
     return low, high
 
 

@@ -99,7 +99,7 @@ def spo_actor_loss(
     The other parameters are those of :func:`ppo_actor_loss`.
     """
     low, high = clip_bounds(eps_clip)
-    if low == 0 or high == 0:
+    if low <= 0 or high <= 0:
         raise ValueError(f"eps_clip must be > 0 for SPO (its penalty divides by it), got {eps_clip!r}")
 
     def surrogate(ratio: th.Tensor, adv: th.Tensor) -> th.Tensor:

@@ -33,7 +33,7 @@ LossHook = Callable[["XPPO", RolloutBufferSamples, th.Tensor], th.Tensor]
 ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo")
 VALUE_LOSSES = ("mse", "sb3", "clipped", "improved")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
-# Smallest clip range handed to the losses (a schedule may reach 0)
+# Smallest clip range handed to SPO, whose penalty divides by it (a linear schedule reaches 0 and below)
 MIN_CLIP_RANGE = 1e-8
 
 
@@ -361,9 +361,10 @@ class XPPO(PPO):
         # Compute current clip range: a float, or ClipRange(low, high)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
         clip_low, clip_high = clip_range if isinstance(clip_range, tuple) else (clip_range, clip_range)
-        # A linear schedule ends at 0, which PPO accepts (the ratio clamps to 1) and the functional losses refuse:
-        # 1 +- MIN_CLIP_RANGE rounds to exactly 1 in float32, so the clip loss stays PPO's
-        clip_low, clip_high = max(clip_low, MIN_CLIP_RANGE), max(clip_high, MIN_CLIP_RANGE)
+        # A linear schedule reaches 0, and below 0 when the last rollout overshoots the budget. The clip loss takes
+        # it as PPO does (torch.clamp semantics), so XPPO stays PPO's bit for bit; SPO needs a positive range.
+        if self.actor_loss != "clip":
+            clip_low, clip_high = max(clip_low, MIN_CLIP_RANGE), max(clip_high, MIN_CLIP_RANGE)
         # Optional: clip range for the value function
         clip_range_vf = None
         if self.clip_range_vf is not None:

@@ -1,0 +1,539 @@
+"""
+Side-by-side learning benchmark: SB3 PPO with rl-zoo3's tuned hyperparameters against XPPO's options, the same
+seeds for every contender, in one run.
+
+- **Hyperparameters**: every contender starts from rl-zoo3's own ``ppo.yml`` entry for the env, read and turned
+  into objects by rl-zoo3's ``ExperimentManager`` (``lin_1e-3`` schedules, ``policy_kwargs`` strings, ``n_envs``,
+  ``normalize``, env wrappers), which also builds the training and evaluation envs. XPPO contenders change only
+  XPPO's own options, so every difference in the table comes from them.
+- **Contenders** (``--contenders``, a comma list of sets and names):
+
+  - ``ppo``: ``stable_baselines3.PPO``; ``xppo``: ``sb3_xppo.XPPO`` with its constructor defaults;
+  - ``xppo-<actor>-<value>-<norm>[+toggle...]``: ``actor`` in ``clip, spo, asymmetric_spo``, ``value`` in
+    ``mse, sb3, clipped, improved`` (the clipping ones get ``clip_range_vf=--clip-range-vf`` unless the zoo entry
+    sets one), ``norm`` in ``mb`` (per minibatch, PPO's), ``rollout``, ``none``; toggles ``dual<c>``
+    (``dual_clip=c``), ``delight`` or ``delight<temp>`` (delightful gate), ``lrc<c>`` (``log_ratio_clamp=c``),
+    ``cr<low>:<high>`` (decoupled clip range);
+  - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
+    leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
+    update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
+    ``grid-rollout``, ``grid-none`` (the same grid with that normalization, all 9 cells); ``toggles:<name>``
+    (name, +dual3, +delight, +dual3+delight).
+
+- **Envs and budgets**: the zoo's ``n_timesteps`` times ``--budget-scale``. Thresholds for "steps to threshold"
+  (first evaluation whose mean return reaches it): CartPole-v1 475, Acrobot-v1 -100, Pendulum-v1 -200,
+  LunarLander-v3 200, LunarLanderContinuous-v3 200.
+- **Metrics**: final deterministic eval return (``--final-episodes`` episodes after training), its IQM over seeds
+  with a 95% stratified-bootstrap CI (rliable), steps to threshold, the mean of the eval curve (area under the
+  curve / budget), eval curves (SB3's ``EvalCallback``, deterministic, ``--n-evals`` points) and the wall-clock
+  time of ``learn()``.
+- **Cache**: each (env, budget, contender, seed) run is one JSON under ``<out-dir>/learning_runs/`` holding a
+  key of its full configuration; a run whose JSON matches is not run again, so a campaign continues across
+  sessions. ``--report-only`` writes the outputs from the cache alone.
+- **Outputs**: ``<out-dir>/learning_<name>.json`` (every run and the summary), ``learning_<name>.png`` (eval curves,
+  mean and min-max band over seeds) and ``learning_<name>.md`` (the table), from the finished runs among those
+  asked for.
+- **Workers**: ``--workers N`` runs N trainings at once in a process pool, one torch thread each.
+
+usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
+                                     [--budget-scale 1.0] [--workers 1] [--time-limit MINUTES] [--name NAME]
+                                     [--report-only] [--quick]
+       (--quick: CartPole-v1, 5k steps, one seed, ppo vs xppo: a smoke test of well under a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+import torch as th
+from rl_zoo3.exp_manager import ExperimentManager
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
+
+from sb3_xppo import XPPO
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+#: Mean eval return that counts as solved, for "steps to threshold"
+THRESHOLDS: dict[str, float] = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "Pendulum-v1": -200.0,
+    "LunarLander-v3": 200.0,
+    "LunarLanderContinuous-v3": 200.0,
+}
+ACTORS = ("clip", "spo", "asymmetric_spo")
+VALUES = ("mse", "sb3", "clipped", "improved")
+GRID_VALUES = ("mse", "clipped", "improved")
+NORMS = {"mb": "minibatch", "rollout": "rollout", "none": False}
+#: Part of every run's cache key: bump it when a change to ``run_task`` makes cached runs incomparable
+RUN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A named algorithm and the keywords it adds to the zoo's PPO hyperparameters."""
+
+    name: str
+    algo: str  # "ppo" or "xppo"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_contender(name: str) -> Contender:
+    """
+    ``ppo``, ``xppo`` or ``xppo-<actor>-<value>-<norm>[+toggle...]`` (see the module docstring).
+
+    :param name: the contender's name
+    :return: the contender
+    """
+    if name in ("ppo", "xppo"):
+        return Contender(name, name)
+    base, *toggles = name.split("+")
+    parts = base.split("-")
+    if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
+        raise ValueError(
+            f"unknown contender {name!r}: expected 'ppo', 'xppo' or 'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
+            f"{ACTORS}, value in {VALUES}, norm in {tuple(NORMS)}"
+        )
+    kwargs: dict[str, Any] = dict(actor_loss=parts[1], value_loss=parts[2], normalize_advantage=NORMS[parts[3]])
+    for toggle in toggles:
+        if toggle.startswith("dual"):
+            kwargs["dual_clip"] = float(toggle[4:])
+        elif toggle.startswith("delight"):
+            kwargs["delightful"] = True
+            if toggle[7:]:
+                kwargs["delight_temp"] = float(toggle[7:])
+        elif toggle.startswith("lrc"):
+            kwargs["log_ratio_clamp"] = float(toggle[3:])
+        elif toggle.startswith("cr") and ":" in toggle:
+            low, high = toggle[2:].split(":")
+            kwargs["clip_range"] = (float(low), float(high))
+        else:
+            raise ValueError(
+                f"unknown toggle {toggle!r} in {name!r}: expected dual<c>, delight[<temp>], lrc<c> or cr<low>:<high>"
+            )
+    return Contender(name, "xppo", kwargs)
+
+
+def expand_contenders(spec: str) -> list[Contender]:
+    """
+    Turn ``--contenders`` (a comma list of set names and contender names) into contenders, without duplicates.
+
+    :param spec: e.g. ``"grid"``, ``"defaults,xppo-spo-mse-mb+dual3"``, ``"toggles:xppo-spo-improved-mb"``
+    :return: the contenders, in order
+    """
+    names: list[str] = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        if item == "defaults":
+            names += ["ppo", "xppo"]
+        elif item in ("grid", "grid-rollout", "grid-none"):
+            norm = {"grid": "mb", "grid-rollout": "rollout", "grid-none": "none"}[item]
+            names += ["ppo"] + [
+                f"xppo-{a}-{v}-{norm}"
+                for a in ACTORS
+                for v in GRID_VALUES
+                # clip + mse + minibatch normalization is PPO itself (same parameters after learn(), API.md)
+                if (a, v, norm) != ("clip", "mse", "mb")
+            ]
+        elif item.startswith("toggles:"):
+            base = item.split(":", 1)[1]
+            names += [base, f"{base}+dual3", f"{base}+delight", f"{base}+dual3+delight"]
+        else:
+            names.append(item)
+    return [parse_contender(n) for n in dict.fromkeys(names)]
+
+
+def zoo_budget(env_id: str) -> int:
+    """The zoo's ``n_timesteps`` for ``env_id`` in rl-zoo3's ``ppo.yml``."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        hyperparams, _ = _zoo_manager(env_id, seed=0, log_folder=tempfile.gettempdir()).read_hyperparameters()
+    return int(hyperparams["n_timesteps"])
+
+
+def _zoo_manager(env_id: str, seed: int, log_folder: str, n_timesteps: int = 0) -> ExperimentManager:
+    """rl-zoo3's experiment manager for PPO on ``env_id``, quiet, without an eval callback (the benchmark has its own)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ExperimentManager(
+            argparse.Namespace(),
+            "ppo",
+            env_id,
+            log_folder,
+            n_timesteps=n_timesteps,
+            eval_freq=-1,
+            seed=seed,
+            verbose=0,
+            device="cpu",
+        )
+
+
+def zoo_setup(
+    env_id: str, seed: int, budget: int, log_folder: str
+) -> tuple[dict[str, Any], VecEnv, VecEnv, list[BaseCallback], dict[str, Any]]:
+    """
+    rl-zoo3's tuned PPO hyperparameters for ``env_id`` turned into objects, and the envs built the zoo's way.
+
+    Uses ``ExperimentManager.read_hyperparameters`` / ``_preprocess_hyperparams`` / ``create_envs``: the steps of its
+    ``setup_experiment`` up to the model, without its log folders and callbacks.
+
+    :return: model keywords (policy included), the training VecEnv, the evaluation VecEnv (no reward
+        normalization, statistics synced by ``EvalCallback``), the entry's own callbacks and the raw yml entry
+    """
+    exp = _zoo_manager(env_id, seed, log_folder, n_timesteps=budget)
+    with contextlib.redirect_stdout(io.StringIO()):
+        raw, saved = exp.read_hyperparameters()
+        hyperparams, exp.env_wrapper, callbacks, exp.vec_env_wrapper = exp._preprocess_hyperparams(raw)
+        env = exp.create_envs(exp.n_envs, no_log=True)
+        eval_env = exp.create_envs(1, eval_env=True, no_log=True)
+    return hyperparams, env, eval_env, callbacks, dict(saved)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One training run."""
+
+    env_id: str
+    budget: int
+    contender: Contender
+    seed: int
+    n_evals: int
+    eval_episodes: int
+    final_episodes: int
+    clip_range_vf: float
+
+    def key(self) -> str:
+        """Hash of everything that determines the run's result (the cache key)."""
+        spec = dict(
+            format=RUN_FORMAT,
+            env=self.env_id,
+            budget=self.budget,
+            algo=self.contender.algo,
+            kwargs=self.contender.kwargs,
+            seed=self.seed,
+            n_evals=self.n_evals,
+            eval_episodes=self.eval_episodes,
+            final_episodes=self.final_episodes,
+            clip_range_vf=self.clip_range_vf,
+        )
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def path(self, out_dir: str) -> str:
+        return os.path.join(
+            out_dir, "learning_runs", f"{self.env_id}_{self.budget}", self.contender.name, f"seed{self.seed}.json"
+        )
+
+
+def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
+    """The cached result of ``task``, or None when there is none or it was run with another configuration."""
+    path = task.path(out_dir)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        run = json.load(f)
+    return run if run.get("key") == task.key() else None
+
+
+def _init_worker() -> None:
+    th.set_num_threads(1)
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Train one contender on one env and seed; evaluate it along the way and at the end."""
+    th.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as log_folder:
+        hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(task.env_id, task.seed, task.budget, log_folder)
+        kwargs = dict(task.contender.kwargs)
+        if kwargs.get("value_loss", "mse") != "mse":
+            hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
+        elif task.contender.algo == "xppo" and "value_loss" in kwargs:
+            # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
+            hyperparams.pop("clip_range_vf", None)
+        algo = PPO if task.contender.algo == "ppo" else XPPO
+        model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams, **kwargs)
+        n_envs = env.num_envs
+        eval_every = max(task.budget // task.n_evals, 1)
+        eval_callback = EvalCallback(
+            eval_env,
+            n_eval_episodes=task.eval_episodes,
+            eval_freq=max(eval_every // n_envs, 1),
+            log_path=log_folder,  # EvalCallback keeps its curve only when it has somewhere to save it
+            deterministic=True,
+            verbose=0,
+            warn=False,
+        )
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model.learn(task.budget, callback=[*zoo_callbacks, eval_callback])
+        learn_s = time.perf_counter() - start
+        sync_envs_normalization(model.get_env(), eval_env)
+        final_returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
+        )
+        total_s = time.perf_counter() - start
+        env.close()
+        eval_env.close()
+
+    steps = [int(s) for s in eval_callback.evaluations_timesteps]
+    means = [float(np.mean(r)) for r in eval_callback.evaluations_results]
+    threshold = THRESHOLDS.get(task.env_id)
+    reached = [s for s, m in zip(steps, means, strict=True) if threshold is not None and m >= threshold]
+    return dict(
+        key=task.key(),
+        env=task.env_id,
+        budget=task.budget,
+        contender=task.contender.name,
+        algo=task.contender.algo,
+        kwargs={k: v for k, v in task.contender.kwargs.items()},
+        seed=task.seed,
+        zoo_entry={k: str(v) for k, v in zoo_entry.items()},
+        model_kwargs={k: repr(v) for k, v in {**hyperparams, **kwargs}.items()},
+        eval_steps=steps,
+        eval_means=means,
+        eval_stds=[float(np.std(r)) for r in eval_callback.evaluations_results],
+        final_returns=[float(r) for r in final_returns],
+        final_mean=float(np.mean(final_returns)),
+        threshold=threshold,
+        steps_to_threshold=reached[0] if reached else None,
+        curve_mean=float(np.mean(means)) if means else None,
+        learn_seconds=learn_s,
+        total_seconds=total_s,
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+        host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
+    )
+
+
+def save_run(run: dict[str, Any], path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(run, f, indent=1)
+    os.replace(tmp, path)  # atomic: an interrupted campaign never leaves half a file
+
+
+def run_all(tasks: list[Task], out_dir: str, workers: int, time_limit_s: float | None) -> None:
+    """
+    Run the tasks that have no cached result, ``workers`` at a time; none starts after ``time_limit_s`` seconds.
+
+    The cache is read again before each start, so two campaigns sharing ``out_dir`` skip what the other finished.
+    """
+    todo = [t for t in tasks if load_cached(t, out_dir) is None]
+    print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
+    start = time.monotonic()
+    queue = iter(todo)
+
+    def next_task() -> Task | None:
+        for task in queue:
+            if time_limit_s is not None and time.monotonic() - start > time_limit_s:
+                print("time limit reached: no new run started", flush=True)
+                return None
+            if load_cached(task, out_dir) is None:
+                return task
+        return None
+
+    def report(task: Task, run: dict[str, Any]) -> None:
+        save_run(run, task.path(out_dir))
+        print(
+            f"[{time.strftime('%H:%M:%S')}] {task.env_id} {task.contender.name} seed {task.seed}: "
+            f"final {run['final_mean']:.1f}, to threshold {run['steps_to_threshold']}, {run['learn_seconds']:.0f}s",
+            flush=True,
+        )
+
+    if workers <= 1:
+        while (task := next_task()) is not None:
+            report(task, run_task(task))
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
+        futures = {}
+        while len(futures) < workers and (task := next_task()) is not None:
+            futures[pool.submit(run_task, task)] = task
+        while futures:
+            done = next(as_completed(futures))
+            report(futures.pop(done), done.result())
+            if (task := next_task()) is not None:
+                futures[pool.submit(run_task, task)] = task
+
+
+def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[float, float, float]]:
+    """IQM over seeds and its 95% stratified-bootstrap CI (rliable), per contender: ``(iqm, low, high)``."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    with warnings.catch_warnings():
+        # arch (under rliable) deprecates the random_state keyword that rliable passes
+        warnings.simplefilter("ignore", FutureWarning)
+        point, interval = rly.get_interval_estimates(
+            {k: v.reshape(-1, 1) for k, v in scores.items()},  # (runs, tasks=1)
+            lambda x: np.array([metrics.aggregate_iqm(x)]),
+            reps=reps,
+            random_state=np.random.RandomState(0),
+        )
+    return {k: (float(point[k][0]), float(interval[k][0, 0]), float(interval[k][1, 0])) for k in scores}
+
+
+def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int) -> dict[str, Any]:
+    """Per env and contender: seeds, final return (IQM + CI, mean, std), steps to threshold, curve mean, wall-clock."""
+    summary: dict[str, Any] = {}
+    for env_id in dict.fromkeys(r["env"] for r in runs):
+        env_runs = [r for r in runs if r["env"] == env_id]
+        by_name = {c.name: [r for r in env_runs if r["contender"] == c.name] for c in contenders}
+        by_name = {k: sorted(v, key=lambda r: r["seed"]) for k, v in by_name.items() if v}
+        iqm = iqm_with_ci({k: np.array([r["final_mean"] for r in v]) for k, v in by_name.items()}, reps)
+        rows = {}
+        for name, rs in by_name.items():
+            finals = np.array([r["final_mean"] for r in rs])
+            reached = [r["steps_to_threshold"] for r in rs if r["steps_to_threshold"] is not None]
+            rows[name] = dict(
+                seeds=[r["seed"] for r in rs],
+                final_per_seed=finals.tolist(),
+                final_iqm=iqm[name][0],
+                final_iqm_ci=[iqm[name][1], iqm[name][2]],
+                final_mean=float(finals.mean()),
+                final_std=float(finals.std()),
+                reached=len(reached),
+                median_steps_to_threshold=float(np.median(reached)) if reached else None,
+                curve_mean=float(np.mean([r["curve_mean"] for r in rs])),
+                learn_seconds=float(np.mean([r["learn_seconds"] for r in rs])),
+            )
+        summary[env_id] = dict(budget=env_runs[0]["budget"], threshold=env_runs[0]["threshold"], contenders=rows)
+    return summary
+
+
+def markdown(summary: dict[str, Any], name: str, command: str) -> str:
+    lines = [
+        f"# Learning benchmark `{name}`",
+        "",
+        f"Written by `{command}` from the per-run JSON in `learning_runs/`. Final: mean return of the deterministic "
+        "evaluation episodes after training, per seed; IQM over seeds with its 95% stratified-bootstrap CI (rliable). "
+        "Reached: seeds whose mean eval return reached the threshold; steps: median over those seeds of the first "
+        "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget). "
+        "Wall: mean seconds of `learn()` per run (one torch thread; the machine was shared, so compare within a row "
+        "block, loosely). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, the XPPO "
+        "contenders add only their options to it.",
+    ]
+    for env_id, env_summary in summary.items():
+        rows = env_summary["contenders"]
+        lines += [
+            "",
+            f"## {env_id}: {env_summary['budget']:,} steps, threshold {env_summary['threshold']}",
+            "",
+            "| contender | seeds | final IQM [95% CI] | final mean ± std | reached | steps to threshold | curve | wall s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for cname, row in sorted(rows.items(), key=lambda kv: (-kv[1]["final_iqm"], -kv[1]["curve_mean"])):
+            steps = f"{row['median_steps_to_threshold']:,.0f}" if row["median_steps_to_threshold"] is not None else "-"
+            lines.append(
+                f"| {'**ppo (zoo)**' if cname == 'ppo' else cname} | {','.join(map(str, row['seeds']))} | "
+                f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | "
+                f"{row['final_mean']:.1f} ± {row['final_std']:.1f} | {row['reached']}/{len(row['seeds'])} | {steps} | "
+                f"{row['curve_mean']:.1f} | {row['learn_seconds']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[Contender], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(summary)
+    fig, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
+    colors = plt.get_cmap("tab10" if len(contenders) <= 11 else "tab20").colors
+    # Min-max bands only while they stay readable
+    bands = len(contenders) <= 4
+    for ax, env_id in zip(axes[0], envs, strict=True):
+        for i, c in enumerate(contenders):
+            rs = [r for r in runs if r["env"] == env_id and r["contender"] == c.name]
+            if not rs:
+                continue
+            n = min(len(r["eval_means"]) for r in rs)
+            steps = np.array(rs[0]["eval_steps"][:n])
+            curves = np.array([r["eval_means"][:n] for r in rs])
+            style = dict(color="black", lw=2.2) if c.name == "ppo" else dict(color=colors[(i - 1) % len(colors)], lw=1.3)
+            ax.plot(steps, curves.mean(0), label=f"{c.name} ({len(rs)})", **style)
+            if bands:
+                ax.fill_between(steps, curves.min(0), curves.max(0), color=style["color"], alpha=0.1)
+        if summary[env_id]["threshold"] is not None:
+            ax.axhline(summary[env_id]["threshold"], color="gray", ls="--", lw=0.8)
+        ax.set_title(f"{env_id} ({summary[env_id]['budget']:,} steps)")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("deterministic eval return (mean" + (", min-max" if bands else "") + " over seeds)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(THRESHOLDS), help="default: the five benchmark envs")
+    parser.add_argument("--contenders", default="grid", help="comma list of sets (defaults, grid, ...) and names")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="times the zoo's n_timesteps")
+    parser.add_argument("--n-evals", type=int, default=20, help="evaluations along each run")
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--final-episodes", type=int, default=20)
+    parser.add_argument("--clip-range-vf", type=float, default=0.2, help="for the clipping value losses")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=None, help="minutes after which no new run starts")
+    parser.add_argument("--bootstrap-reps", type=int, default=5000)
+    parser.add_argument("--name", default=None, help="output name: learning_<name>.{json,png,md} (default: main/quick)")
+    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
+    parser.add_argument("--quick", action="store_true", help="smoke test: CartPole-v1, 5k steps, seed 0, ppo vs xppo")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.envs, args.contenders, args.seeds, args.budget_scale = ["CartPole-v1"], "defaults", [0], 0.05
+        args.n_evals, args.eval_episodes, args.final_episodes, args.bootstrap_reps = 2, 2, 3, 200
+    name = args.name or ("quick" if args.quick else "main")
+    th.set_num_threads(1)
+
+    contenders = expand_contenders(args.contenders)
+    budgets = {env_id: max(int(zoo_budget(env_id) * args.budget_scale), 1) for env_id in args.envs}
+    tasks = [
+        Task(env_id, budgets[env_id], c, seed, args.n_evals, args.eval_episodes, args.final_episodes, args.clip_range_vf)
+        for env_id in args.envs
+        for seed in args.seeds  # seed-major: an interrupted campaign has every contender at the same seeds
+        for c in contenders
+    ]
+    if not args.report_only:
+        time_limit = None if args.time_limit is None else 60.0 * args.time_limit
+        run_all(tasks, args.out_dir, args.workers, time_limit)
+
+    runs = [run for run in (load_cached(t, args.out_dir) for t in tasks) if run is not None]
+    if not runs:
+        print("no finished runs to report")
+        return
+    summary = summarize(runs, contenders, args.bootstrap_reps)
+    command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    os.makedirs(args.out_dir, exist_ok=True)
+    base = os.path.join(args.out_dir, f"learning_{name}")
+    with open(f"{base}.json", "w") as f:
+        json.dump(dict(command=command, args=vars(args), summary=summary, runs=runs), f, indent=1)
+    table = markdown(summary, name, command)
+    with open(f"{base}.md", "w") as f:
+        f.write(table)
+    plot(runs, summary, contenders, f"{base}.png")
+    print(table)
+    print(f"wrote {base}.json, {base}.md, {base}.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The side-by-side learning benchmark (benchmarks/learning.py): contender names, rl-zoo3 setup, cache, end to end."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from rl_zoo3.utils import SimpleLinearSchedule
+from stable_baselines3.common.vec_env import VecNormalize
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "learning.py")
+
+
+@pytest.fixture(scope="module")
+def learning():
+    spec = importlib.util.spec_from_file_location("benchmark_learning", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark_learning"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["benchmark_learning"]
+
+
+def test_parse_contender(learning):
+    assert learning.parse_contender("ppo") == learning.Contender("ppo", "ppo")
+    assert learning.parse_contender("xppo").kwargs == {}
+    c = learning.parse_contender("xppo-asymmetric_spo-improved-rollout+dual3+delight0.5+lrc20+cr0.2:0.28")
+    assert c.algo == "xppo"
+    assert c.kwargs == dict(
+        actor_loss="asymmetric_spo",
+        value_loss="improved",
+        normalize_advantage="rollout",
+        dual_clip=3.0,
+        delightful=True,
+        delight_temp=0.5,
+        log_ratio_clamp=20.0,
+        clip_range=(0.2, 0.28),
+    )
+    assert learning.parse_contender("xppo-clip-mse-none").kwargs["normalize_advantage"] is False
+    assert learning.parse_contender("xppo-spo-mse-mb+delight").kwargs == dict(
+        actor_loss="spo", value_loss="mse", normalize_advantage="minibatch", delightful=True
+    )
+
+
+@pytest.mark.parametrize("name", ["a2c", "xppo-clip-mse", "xppo-foo-mse-mb", "xppo-clip-huber-mb", "xppo-clip-mse-batch"])
+def test_unknown_contender(learning, name):
+    with pytest.raises(ValueError, match="unknown contender"):
+        learning.parse_contender(name)
+
+
+def test_unknown_toggle(learning):
+    with pytest.raises(ValueError, match="unknown toggle 'triple'"):
+        learning.parse_contender("xppo-clip-mse-mb+triple")
+
+
+def test_contender_sets(learning):
+    grid = [c.name for c in learning.expand_contenders("grid")]
+    # PPO plus the 3 x 3 grid, without the cell that is PPO itself
+    assert grid[0] == "ppo" and len(grid) == 9 and "xppo-clip-mse-mb" not in grid
+    assert {"xppo-spo-clipped-mb", "xppo-asymmetric_spo-improved-mb", "xppo-clip-improved-mb"} <= set(grid)
+    assert len(learning.expand_contenders("grid-rollout")) == 10
+    toggles = [c.name for c in learning.expand_contenders("defaults,toggles:xppo-spo-mse-mb,ppo")]
+    assert toggles == [
+        "ppo",
+        "xppo",
+        "xppo-spo-mse-mb",
+        "xppo-spo-mse-mb+dual3",
+        "xppo-spo-mse-mb+delight",
+        "xppo-spo-mse-mb+dual3+delight",
+    ]
+
+
+def test_zoo_setup_is_rl_zoo3s(learning, tmp_path):
+    """Hyperparameters and envs come from rl-zoo3's ppo.yml, turned into objects by its ExperimentManager."""
+    assert learning.zoo_budget("CartPole-v1") == 100_000
+    hyperparams, env, eval_env, callbacks, entry = learning.zoo_setup("CartPole-v1", 3, 1000, str(tmp_path))
+    assert callbacks == []
+    assert entry["learning_rate"] == "lin_0.001" and entry["n_envs"] == 8
+    assert isinstance(hyperparams["learning_rate"], SimpleLinearSchedule)
+    assert hyperparams["learning_rate"](0.5) == pytest.approx(0.0005)
+    assert hyperparams["n_steps"] == 32 and hyperparams["policy"] == "MlpPolicy"
+    assert "n_envs" not in hyperparams and "n_timesteps" not in hyperparams
+    assert env.num_envs == 8 and eval_env.num_envs == 1
+    # Acrobot's entry normalizes: a VecNormalize for training, one without reward normalization for evaluation
+    _, env, eval_env, _, _ = learning.zoo_setup("Acrobot-v1", 0, 1000, str(tmp_path))
+    assert isinstance(env, VecNormalize) and env.norm_reward and env.gamma == 0.99
+    assert isinstance(eval_env, VecNormalize) and not eval_env.norm_reward and not eval_env.training
+
+
+def test_cache_key(learning, tmp_path):
+    contender = learning.parse_contender("xppo-spo-mse-mb")
+    task = learning.Task("CartPole-v1", 1000, contender, 0, 2, 2, 3, 0.2)
+    assert task.key() == learning.Task("CartPole-v1", 1000, contender, 0, 2, 2, 3, 0.2).key()
+    assert task.key() != learning.Task("CartPole-v1", 1000, contender, 1, 2, 2, 3, 0.2).key()
+    assert task.key() != learning.Task("CartPole-v1", 2000, contender, 0, 2, 2, 3, 0.2).key()
+    other = learning.parse_contender("xppo-spo-mse-mb+dual3")
+    assert task.key() != learning.Task("CartPole-v1", 1000, other, 0, 2, 2, 3, 0.2).key()
+    assert learning.load_cached(task, str(tmp_path)) is None
+    learning.save_run(dict(key="stale", final_mean=1.0), task.path(str(tmp_path)))
+    assert learning.load_cached(task, str(tmp_path)) is None  # another configuration: run again
+    learning.save_run(dict(key=task.key(), final_mean=1.0), task.path(str(tmp_path)))
+    assert learning.load_cached(task, str(tmp_path))["final_mean"] == 1.0
+
+
+@pytest.mark.slow
+def test_quick_end_to_end(learning, tmp_path, capsys):
+    out = str(tmp_path)
+    subprocess.run([sys.executable, SCRIPT, "--quick", "--out-dir", out], check=True, capture_output=True, timeout=300)
+    for ext in ("json", "md", "png"):
+        assert os.path.getsize(os.path.join(out, f"learning_quick.{ext}")) > 0
+    with open(os.path.join(out, "learning_quick.json")) as f:
+        result = json.load(f)
+    runs = {r["contender"]: r for r in result["runs"]}
+    assert set(runs) == {"ppo", "xppo"}
+    for run in runs.values():
+        assert run["env"] == "CartPole-v1" and run["seed"] == 0 and run["budget"] == 5000
+        assert run["eval_steps"] == [2496, 4992]  # SB3's EvalCallback every 312 calls of 8 envs
+        assert len(run["final_returns"]) == 3 and run["final_mean"] == pytest.approx(np.mean(run["final_returns"]))
+        assert 8 <= run["final_mean"] <= 500 and run["learn_seconds"] > 0
+    assert runs["ppo"]["algo"] == "ppo" and runs["xppo"]["algo"] == "xppo"
+    row = result["summary"]["CartPole-v1"]["contenders"]["ppo"]
+    # One seed: the IQM and both ends of its bootstrap CI are that seed's return
+    assert row["final_iqm"] == pytest.approx(runs["ppo"]["final_mean"])
+    assert row["final_iqm_ci"] == pytest.approx([runs["ppo"]["final_mean"]] * 2)
+    with open(os.path.join(out, "learning_quick.md")) as f:
+        table = f.read()
+    assert "| **ppo (zoo)** | 0 |" in table and "| xppo | 0 |" in table
+
+    # A second run finds both runs cached and trains nothing; the report is the same
+    learning.main(["--quick", "--out-dir", out])
+    assert "2 of 2 runs cached, 0 to run" in capsys.readouterr().out
+    with open(os.path.join(out, "learning_quick.json")) as f:
+        assert json.load(f)["summary"] == result["summary"]
