@@ -31,7 +31,7 @@ from sb3_xppo.dagger_distill.adapters import (
     tree_to_action,
 )
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
-from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number
+from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number, _resolve_layer
 from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
 from sb3_xppo.dagger_distill.pytree import Tree, best_action, tree_map
 
@@ -147,7 +147,7 @@ class DaggerCallback(BaseCallback):
             )
         # A wrong teacher layer name fails now; the student's is checked when the callback meets its model
         teacher_module = self.teacher_policy if self.teacher_policy is not None else self.teacher_fn
-        self._teacher_layer = _resolve(teacher_module, teacher_layer, "teacher")
+        self._teacher_layer = _resolve_layer(teacher_module, teacher_layer, "teacher")
         if (student_layer is None) != (teacher_layer is None):
             raise ValueError("representation alignment needs both student_layer and teacher_layer (or neither)")
 
@@ -222,7 +222,7 @@ class DaggerCallback(BaseCallback):
             loss_fn=self.loss_fn,
             teacher_sample=self.teacher_sample,
             entropy_weight=self.entropy_weight,
-            student_layer=_resolve(policy, self.student_layer, "student"),
+            student_layer=_resolve_layer(policy, self.student_layer, "student"),
             teacher_layer=self._teacher_layer,
             rep_align_weight=self.rep_align_weight,
             rep_align_projector=self.rep_align_projector,
@@ -430,21 +430,6 @@ class DaggerCallback(BaseCallback):
     def _wrap(self, owner: Any, name: str, wrapper: Any) -> None:
         setattr(owner, name, wrapper)
         self._wrapped.append((owner, name))
-
-
-def _resolve(owner: Any, layer: str | nn.Module | None, name: str) -> nn.Module | None:
-    """A layer name resolved in an SB3 policy (or a callable that is an nn.Module); a wrong name is a ValueError."""
-    if layer is None or isinstance(layer, nn.Module):
-        return layer
-    if not isinstance(owner, nn.Module):
-        raise TypeError(f"{name}_layer={layer!r} is a name, but the {name} is not an nn.Module: pass the layer module itself")
-    try:
-        return owner.get_submodule(layer)
-    except AttributeError:
-        names = [n for n, _ in owner.named_modules() if n]
-        raise ValueError(
-            f"{name}_layer={layer!r} is not a submodule of the {name}'s policy; its submodules are {names}"
-        ) from None
 
 
 def _check_heads(student: Any, teacher: Any) -> None:
