@@ -10,12 +10,17 @@ combines them with the same weights (Mysore et al. 2022). Both are evaluated on 
 
 usage: python examples/multi_critic_lunar_lander.py [--steps 1000000] [--seeds 0 1 2] [--n-envs 16]
                                                      [--separate-critics] [--eval-episodes 20] [--quick]
+                                                     [--models both|multi|single] [--out results.json]
+
+``--models`` runs one side only (two processes, one per core, then ``--report`` on both JSON files).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import mo_gymnasium
 import numpy as np
@@ -54,6 +59,24 @@ def train_and_evaluate(multi_critic: bool, args: argparse.Namespace, seed: int) 
     return float(mean_return)
 
 
+MODELS = {"multi": "4 critics", "single": "1 critic"}
+
+
+def run_once(model: str, args: argparse.Namespace, seed: int) -> dict:
+    """Train and evaluate one model on one seed, or read the result back from ``args.results_dir``."""
+    path = args.results_dir / f"{model}_seed{seed}.json" if args.results_dir else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    start = time.perf_counter()
+    result = dict(model=model, seed=seed, steps=args.steps, separate_critics=args.separate_critics)
+    result["return"] = train_and_evaluate(model == "multi", args, seed)
+    result["minutes"] = (time.perf_counter() - start) / 60
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1_000_000, help="environment steps per model and seed")
@@ -63,22 +86,29 @@ def main() -> None:
     parser.add_argument("--separate-critics", action="store_true", help="one value MLP per group (default: shared trunk)")
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--models", choices=["both", *MODELS], default="both", help="train both models or one side only")
+    parser.add_argument(
+        "--results-dir", type=Path, default=None, help="keep one JSON per model and seed here; finished runs are read back"
+    )
     parser.add_argument("--quick", action="store_true", help="a few seconds: tiny budget, one seed (a smoke run)")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.seeds, args.n_envs, args.n_steps, args.eval_episodes = 256, [0], 2, 64, 1
     th.set_num_threads(args.threads)
+    models = list(MODELS) if args.models == "both" else [args.models]
 
     print(f"mo-lunar-lander-v3, scalarized return (weights {WEIGHTS}), {args.steps} steps per model and seed")
-    print(f"{'seed':>4} {'4 critics':>10} {'1 critic':>10} {'minutes':>8}")
-    results = {True: [], False: []}
+    print(f"{'seed':>4} " + " ".join(f"{MODELS[m]:>10}" for m in models) + f" {'minutes':>8}")
+    returns: dict[str, list[float]] = {m: [] for m in models}
     for seed in args.seeds:
-        start = time.perf_counter()
-        for multi_critic in (True, False):
-            results[multi_critic].append(train_and_evaluate(multi_critic, args, seed))
-        print(f"{seed:>4} {results[True][-1]:10.1f} {results[False][-1]:10.1f} {(time.perf_counter() - start) / 60:8.1f}")
-    multi, single = np.asarray(results[True]), np.asarray(results[False])
-    print(f"{'mean':>4} {multi.mean():10.1f} {single.mean():10.1f}  (std {multi.std():.1f} / {single.std():.1f})")
+        results = [run_once(m, args, seed) for m in models]
+        for m, result in zip(models, results, strict=True):
+            returns[m].append(result["return"])
+        minutes = sum(r["minutes"] for r in results)
+        print(f"{seed:>4} " + " ".join(f"{r['return']:10.1f}" for r in results) + f" {minutes:8.1f}")
+    means = " ".join(f"{np.mean(returns[m]):10.1f}" for m in models)
+    stds = " / ".join(f"{np.std(returns[m]):.1f}" for m in models)
+    print(f"{'mean':>4} {means}  (std {stds})")
 
 
 if __name__ == "__main__":

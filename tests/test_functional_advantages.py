@@ -257,6 +257,29 @@ def test_reverse_linear_scan_matches_loop(n):
     assert th.allclose(reverse_linear_scan(x, coef), expected, atol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(300,), (1, 300), (2, 3, 300), (2, 40)])
+def test_reverse_linear_scan_leaves_inputs_alone_and_is_differentiable(shape):
+    x, coef = rand(*shape, seed=3).double(), th.rand(shape, generator=th.Generator().manual_seed(4)).double()
+    x_before, coef_before = x.clone(), coef.clone()
+    y = reverse_linear_scan(x, coef)
+    assert th.equal(x, x_before) and th.equal(coef, coef_before)
+    # the autograd path (steps stacked) gives the same values as the in-place one
+    x.requires_grad_(), coef.requires_grad_()
+    assert th.allclose(reverse_linear_scan(x, coef), y, atol=1e-12)
+    assert th.autograd.gradcheck(reverse_linear_scan, (x[..., :100], coef[..., :100]))
+
+
+def test_calc_gae_leaves_inputs_alone():
+    rewards, values, next_values = rand(4, 200, seed=5), rand(4, 200, seed=6), rand(4, 200, seed=7)
+    masks = (th.rand(4, 200, generator=th.Generator().manual_seed(8)) > 0.05).float()
+    next_values[masks == 0] = float("nan")  # NaN next values at terminal steps must not leak
+    before = [t.clone() for t in (rewards, values, next_values, masks)]
+    gae = calc_gae(rewards, values, masks, next_values=next_values, return_advantages=True)
+    for t, t_before in zip((rewards, values, next_values, masks), before):
+        assert th.equal(t.nan_to_num(123.0), t_before.nan_to_num(123.0))
+    assert gae.returns.isfinite().all() and gae.advantages.isfinite().all()
+
+
 def test_calc_returns_by_hand_and_loop():
     rewards = th.tensor([[1.0, 1.0, 1.0]])
     masks = th.tensor([[1.0, 1.0, 1.0]])

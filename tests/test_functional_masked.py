@@ -4,7 +4,7 @@ import pytest
 import torch as th
 from reference import zscore_loop
 
-from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum, masked_zscore
+from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum, masked_zscore, zero_masked
 
 
 def test_masked_mean_by_hand():
@@ -60,3 +60,30 @@ def test_masked_zscore_single_entry_is_zero_not_nan():
 
 def test_lens_to_mask():
     assert lens_to_mask(th.tensor([1, 3, 0]), 3).tolist() == [[True, False, False], [True, True, True], [False, False, False]]
+
+
+@pytest.mark.parametrize("dtype", [th.float16, th.bfloat16, th.float32, th.float64])
+@pytest.mark.parametrize("mask_dtype", [th.bool, th.float32])
+def test_zero_masked_keeps_bits_and_zeroes_non_finite_masked_entries(dtype, mask_dtype):
+    x = th.tensor([1.5, float("nan"), float("inf"), -2.0, -0.0, float("-inf")], dtype=dtype)
+    mask = th.tensor([1, 0, 0, 1, 1, 0]).to(mask_dtype)
+    expected = th.tensor([1.5, 0.0, 0.0, -2.0, -0.0, 0.0], dtype=dtype)
+    out = zero_masked(x, mask)
+    assert out.dtype == dtype and th.equal(out, expected)
+    assert th.equal(th.signbit(out), th.signbit(expected))  # kept entries bit for bit, -0.0 included
+    # the same as th.where, NaN at a kept entry included
+    x[0] = float("nan")
+    assert th.equal(zero_masked(x, mask).isnan(), th.where(mask.bool(), x, 0).isnan())
+
+
+def test_zero_masked_broadcasts_writes_out_and_keeps_gradients():
+    x = th.randn(3, 4, 5)
+    mask = th.rand(3, 1, 5) > 0.5
+    out = th.empty_like(x)
+    assert zero_masked(x, mask, out=out) is out
+    assert th.equal(out, th.where(mask, x, 0.0))
+    y = x.clone().requires_grad_()
+    zero_masked(y, mask).sum().backward()
+    assert th.equal(y.grad, mask.expand_as(x).float())
+    ints = th.arange(5)  # no bitwise path for integers: th.where
+    assert th.equal(zero_masked(ints, ints % 2 == 0), th.tensor([0, 0, 2, 0, 4]))

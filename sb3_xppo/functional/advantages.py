@@ -13,14 +13,14 @@ from typing import NamedTuple
 
 import torch as th
 
-from sb3_xppo.functional.masked import lens_to_mask, masked_zscore
+from sb3_xppo.functional.masked import lens_to_mask, masked_zscore, zero_masked
 
 Reduce = str | Callable[[th.Tensor], th.Tensor]
 REDUCES = ("mean", "sum", "max", "min")
 # Sequences up to SEQUENTIAL_MAX steps are scanned step by step, in the float order of SB3's RolloutBuffer
 # loop; longer ones in chunks of CHUNK steps (the fastest on CPU at rollout sizes, see benchmarks/gae.py).
 SEQUENTIAL_MAX = 64
-CHUNK = 16
+CHUNK = 8
 
 
 class GAE(NamedTuple):
@@ -35,12 +35,13 @@ def reverse_linear_scan(x: th.Tensor, coef: th.Tensor, sequential: bool = False)
     Solve ``y_t = x_t + coef_t * y_{t+1}`` backwards in time, with ``y_n = 0``, along the last dim.
 
     A Python loop over single steps costs one tensor op per step, which dominates at rollout sizes. Here
-    sequences longer than ``SEQUENTIAL_MAX`` steps are cut into chunks of ``CHUNK`` steps: one loop of ``CHUNK``
-    steps runs every chunk at once from a zero carry (also tracking the running product of ``coef``), the
-    chunk starts form a ``CHUNK`` times shorter recurrence of the same kind (solved recursively), and one
-    vectorised fix-up adds each chunk's carry times that running product: ``O(CHUNK log n)`` small ops instead
-    of ``n``. Up to ``SEQUENTIAL_MAX`` steps the plain recurrence runs, in the float order of SB3's
-    ``RolloutBuffer`` loop (so short rollouts reproduce SB3 bit for bit).
+    sequences longer than ``SEQUENTIAL_MAX`` steps are cut into chunks of ``CHUNK`` steps and solved in two
+    passes over all chunks at once. The first pass runs each chunk from a zero carry and keeps only its value
+    at the chunk's first step; with the product of the chunk's coefficients this gives a ``CHUNK`` times
+    shorter recurrence of the same kind across chunks, solved recursively. The second pass re-runs every chunk
+    from its true carry, writing the output: ``O(CHUNK log n)`` small ops instead of ``n``, and within a chunk
+    the float order of the plain recurrence. Up to ``SEQUENTIAL_MAX`` steps the plain recurrence runs, in the
+    float order of SB3's ``RolloutBuffer`` loop (so short rollouts reproduce SB3 bit for bit).
 
     :param x: ``(..., n)`` inputs
     :param coef: ``(..., n)`` coefficients, e.g. ``gamma * lam * done_mask``
@@ -48,40 +49,52 @@ def reverse_linear_scan(x: th.Tensor, coef: th.Tensor, sequential: bool = False)
     :return: ``(..., n)`` solution
     """
     x, coef = th.broadcast_tensors(x, coef)
-    # time-major and contiguous, so every step of the loops reads one contiguous block
-    y = _scan_time_major(x.movedim(-1, 0).contiguous(), coef.movedim(-1, 0).contiguous(), sequential)
+    # time-major and contiguous, so every step of the loops reads one contiguous block; x's copy takes the solution
+    x_tm = x.movedim(-1, 0).clone(memory_format=th.contiguous_format)
+    y = _scan_time_major(x_tm, coef.movedim(-1, 0).contiguous(), sequential, inplace=True)
     return y.movedim(0, -1)
 
 
-def _scan_time_major(x: th.Tensor, coef: th.Tensor, sequential: bool = False) -> th.Tensor:
+def _scan_time_major(
+    x: th.Tensor, coef: th.Tensor, sequential: bool = False, exact: bool = True, inplace: bool = False
+) -> th.Tensor:
+    """
+    :func:`reverse_linear_scan` along the first dim of contiguous inputs.
+
+    :param exact: round after each op as SB3's loop does (the chunk starts of the chunked scan need not)
+    :param inplace: the solution may overwrite ``x`` (which then is the caller's own buffer)
+    """
     n = x.shape[0]
+    # without autograd every step is written straight into the output; with it, the steps are stacked
+    out = None if _needs_grad(x, coef) else x if inplace else th.empty_like(x)
     if sequential or n <= SEQUENTIAL_MAX:
-        xs, cs = x.unbind(0), coef.unbind(0)
-        steps = list(xs)
-        acc = th.zeros_like(xs[0])
+        steps, acc = [x[0]] * n, th.zeros_like(x[0])
         for t in range(n - 1, -1, -1):
-            acc = xs[t] + cs[t] * acc
+            step_out = None if out is None else out[t]
+            # SB3's float order: x + (coef * acc), rounded after each op
+            acc = th.add(x[t], coef[t] * acc, out=step_out) if exact else th.addcmul(x[t], coef[t], acc, out=step_out)
             steps[t] = acc
-        return th.stack(steps)
+        return th.stack(steps) if out is None else out
     n_chunks = -(-n // CHUNK)
     pad = n_chunks * CHUNK - n
     if pad:
         x = th.cat([x, x.new_zeros(pad, *x.shape[1:])])
         coef = th.cat([coef, coef.new_zeros(pad, *coef.shape[1:])])
-    x = x.view(n_chunks, CHUNK, *x.shape[1:])
-    coef = coef.view(n_chunks, CHUNK, *coef.shape[1:])
-    xs, cs = x.unbind(1), coef.unbind(1)
-    partial, decay = list(xs), list(cs)
-    acc, running = th.zeros_like(xs[0]), th.ones_like(xs[0])
-    for t in range(CHUNK - 1, -1, -1):
-        acc = xs[t] + cs[t] * acc
-        running = cs[t] * running
-        partial[t], decay[t] = acc, running
-    y, decay_ = th.stack(partial, 1), th.stack(decay, 1)  # (chunks, CHUNK, ...)
-    # the true value at each chunk's first step obeys the same recurrence across chunks
-    starts = _scan_time_major(y[:, 0], decay_[:, 0])
+        out = None if out is None else x
+    x, coef = x.view(n_chunks, CHUNK, *x.shape[1:]), coef.view(n_chunks, CHUNK, *coef.shape[1:])
+    # pass 1: every chunk from a zero carry, up to its value at the chunk's first step
+    head = x[:, CHUNK - 1]
+    for t in range(CHUNK - 2, -1, -1):
+        head = th.addcmul(x[:, t], coef[:, t], head)
+    # the true values at the chunks' first steps obey the same recurrence across chunks
+    starts = _scan_time_major(head, coef.prod(1), exact=False, inplace=True)
+    # pass 2: every chunk again, from its true carry (the first step of the next chunk)
     carry = th.cat([starts[1:], th.zeros_like(starts[:1])])
-    y = th.addcmul(y, decay_, carry.unsqueeze(1)).view(n_chunks * CHUNK, *y.shape[2:])
+    steps = [carry] * CHUNK
+    chunked_out = None if out is None else out.view(x.shape)
+    for t in range(CHUNK - 1, -1, -1):
+        steps[t] = carry = th.addcmul(x[:, t], coef[:, t], carry, out=None if out is None else chunked_out[:, t])
+    y = th.stack(steps, 1).flatten(0, 1) if out is None else out
     return y[:n] if pad else y
 
 
@@ -180,17 +193,8 @@ def calc_gae(
         m = m * valid
         dm = dm * (valid & ~last)
 
-    # zero the next values of masked-out steps before the product, so a NaN there never leaks
-    nv = th.where(m != 0, nv, th.zeros((), dtype=nv.dtype, device=nv.device))
     gamma, lam = _per_sequence(gamma, b), _per_sequence(lam, b)
-    delta = r + gamma * nv * m - v
-    coef = (gamma * lam * dm).expand_as(delta)
-    if valid is not None:
-        delta = th.where(valid, delta, th.zeros((), dtype=delta.dtype, device=delta.device))
-    advantages = reverse_linear_scan(delta, coef, sequential)
-    returns = advantages + v
-    if valid is not None:
-        returns = th.where(valid, returns, th.zeros((), dtype=returns.dtype, device=returns.device))
+    returns, advantages = _gae_bgn(r, v, nv, None if m is ones else m, dm, gamma, lam, valid, sequential)
 
     def from_bgn(x: th.Tensor) -> th.Tensor:
         if not grouped:
@@ -209,6 +213,54 @@ def calc_gae(
             reduce=group_reduce,
         )
     return GAE(returns, advantages) if return_advantages else returns
+
+
+def _gae_bgn(
+    r: th.Tensor,
+    v: th.Tensor,
+    nv: th.Tensor,
+    m: th.Tensor | None,
+    dm: th.Tensor,
+    gamma: float | th.Tensor,
+    lam: float | th.Tensor,
+    valid: th.Tensor | None,
+    sequential: bool,
+) -> tuple[th.Tensor, th.Tensor]:
+    """:func:`calc_gae`'s arithmetic on canonical ``(b g n)`` inputs: ``(returns, advantages)``."""
+    b, g, n = r.shape
+    # Without autograd, delta and coef are written straight into time-major memory, the scan's layout, and the
+    # scan solves delta in place: on CPU every fresh large tensor costs page faults, as much as the arithmetic.
+    if _needs_grad(r, v, nv, m, dm, gamma, lam):
+        time_major = delta_out = coef_out = None
+    else:
+        time_major = th.empty(2, n, b, g, dtype=r.dtype, device=r.device)
+        delta_out, coef_out = (x.permute(1, 2, 0) for x in time_major)
+    if m is None:
+        m = th.ones((), dtype=r.dtype, device=r.device)
+    else:
+        # zero the next values of masked-out steps before the product, so a NaN there never leaks
+        nv = zero_masked(nv, m, out=delta_out if nv.shape == r.shape else None)
+    # r + gamma * nv * m - v, in this float order (SB3's)
+    if isinstance(gamma, th.Tensor):
+        delta = th.addcmul(r, gamma * nv, m, out=delta_out)
+    else:
+        delta = th.addcmul(r, nv, m, value=gamma, out=delta_out)
+    delta = th.sub(delta, v, out=delta_out)
+    coef = th.mul(dm.expand_as(r), gamma * lam, out=coef_out)
+    if valid is not None:
+        delta = zero_masked(delta, valid, out=delta_out)
+    if time_major is None:
+        advantages = reverse_linear_scan(delta, coef, sequential)
+    else:
+        advantages = _scan_time_major(time_major[0], time_major[1], sequential, inplace=True).permute(1, 2, 0)
+    returns = advantages + v
+    if valid is not None:
+        returns = zero_masked(returns, valid, out=returns)
+    return returns, advantages
+
+
+def _needs_grad(*inputs: th.Tensor | float | None) -> bool:
+    return th.is_grad_enabled() and any(isinstance(x, th.Tensor) and x.requires_grad for x in inputs)
 
 
 def _next_values(next_values: th.Tensor | None, next_value: float | th.Tensor | None, v: th.Tensor, r: th.Tensor) -> th.Tensor:

