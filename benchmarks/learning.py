@@ -447,6 +447,26 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_block(name: str, table: str) -> str:
+    """The table of :func:`markdown` as it stands in the README: no title, its env headings at level 4."""
+    body = table.split("\n", 2)[2]  # drop the title line and the blank line after it
+    body = "\n".join("#### " + line[3:] if line.startswith("## ") else line for line in body.splitlines())
+    return f"<!-- learning_{name} start: written by benchmarks/learning.py --readme -->\n{body}\n<!-- learning_{name} end -->"
+
+
+def update_readme(path: str, name: str, table: str) -> None:
+    """Replace the block of :func:`readme_block` in ``path`` (which must already hold its two markers)."""
+    with open(path) as f:
+        text = f.read()
+    start, end = f"<!-- learning_{name} start", f"<!-- learning_{name} end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"{path} has no '{start} ...' / '{end}' markers to write the table between")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    with open(path, "w") as f:
+        f.write(head + readme_block(name, table) + tail)
+
+
 def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[Contender], path: str) -> None:
     import matplotlib
 
@@ -497,6 +517,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default=None, help="output name: learning_<name>.{json,png,md} (default: main/quick)")
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
+    parser.add_argument(
+        "--readme", default=None, help="also write the table into this markdown file, between the learning_<name> markers"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: CartPole-v1, 5k steps, seed 0, ppo vs xppo")
     args = parser.parse_args(argv)
     if args.quick:
@@ -531,6 +554,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(f"{base}.md", "w") as f:
         f.write(table)
     plot(runs, summary, contenders, f"{base}.png")
+    if args.readme:
+        update_readme(args.readme, name, table)
     print(table)
     print(f"wrote {base}.json, {base}.md, {base}.png")
 

@@ -10,9 +10,12 @@ combines them with the same weights (Mysore et al. 2022). Both are evaluated on 
 
 usage: python examples/multi_critic_lunar_lander.py [--steps 1000000] [--seeds 0 1 2] [--n-envs 16]
                                                      [--separate-critics] [--eval-episodes 20] [--quick]
-                                                     [--models both|multi|single] [--out results.json]
+                                                     [--no-normalize-groups] [--models both|multi|single]
+                                                     [--results-dir DIR]
 
-``--models`` runs one side only (two processes, one per core, then ``--report`` on both JSON files).
+``--models`` trains one side only, so that the two can run in parallel processes; with ``--results-dir`` each
+finished (model, seed) is kept as a JSON file there and read back instead of trained again, so the table can
+be printed from both sides afterwards.
 """
 
 from __future__ import annotations
@@ -51,7 +54,12 @@ def train_and_evaluate(multi_critic: bool, args: argparse.Namespace, seed: int) 
     """:return: the mean scalarized return of the deterministic policy over ``args.eval_episodes`` episodes"""
     options = {}
     if multi_critic:
-        options = dict(reward_groups=GROUPS, group_weights=WEIGHTS, policy_kwargs=dict(separate_critics=args.separate_critics))
+        options = dict(
+            reward_groups=GROUPS,
+            group_weights=WEIGHTS,
+            normalize_groups=args.normalize_groups,
+            policy_kwargs=dict(separate_critics=args.separate_critics),
+        )
     hyperparams = dict(HYPERPARAMS, n_steps=args.n_steps) if args.n_steps else HYPERPARAMS
     model = XPPO("MlpPolicy", make_env(args.n_envs, seed), seed=seed, device="cpu", **hyperparams, **options)
     model.learn(args.steps)
@@ -64,11 +72,14 @@ MODELS = {"multi": "4 critics", "single": "1 critic"}
 
 def run_once(model: str, args: argparse.Namespace, seed: int) -> dict:
     """Train and evaluate one model on one seed, or read the result back from ``args.results_dir``."""
-    path = args.results_dir / f"{model}_seed{seed}.json" if args.results_dir else None
+    name = model
+    if model == "multi":
+        name += "_separate" * args.separate_critics + "_unnormalized" * (not args.normalize_groups)
+    path = args.results_dir / f"{name}_seed{seed}.json" if args.results_dir else None
     if path is not None and path.exists():
         return json.loads(path.read_text())
     start = time.perf_counter()
-    result = dict(model=model, seed=seed, steps=args.steps, separate_critics=args.separate_critics)
+    result = dict(model=name, seed=seed, steps=args.steps)
     result["return"] = train_and_evaluate(model == "multi", args, seed)
     result["minutes"] = (time.perf_counter() - start) / 60
     if path is not None:
@@ -84,6 +95,13 @@ def main() -> None:
     parser.add_argument("--n-envs", type=int, default=16)
     parser.add_argument("--n-steps", type=int, default=None, help="rollout length per env (default: rl-zoo3's 1024)")
     parser.add_argument("--separate-critics", action="store_true", help="one value MLP per group (default: shared trunk)")
+    parser.add_argument(
+        "--normalize-groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="z-score each group's advantages before weighting (XPPO's default); without it the 4-critic advantage "
+        "is the weighted sum of the groups' advantages, the single critic's objective with a decomposed value",
+    )
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--models", choices=["both", *MODELS], default="both", help="train both models or one side only")

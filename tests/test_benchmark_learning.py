@@ -134,3 +134,31 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
     assert "2 of 2 runs cached, 0 to run" in capsys.readouterr().out
     with open(os.path.join(out, "learning_quick.json")) as f:
         assert json.load(f)["summary"] == result["summary"]
+
+
+def test_update_readme_writes_between_the_markers(learning, tmp_path):
+    table = "# Learning benchmark `x`\n\nWritten by ...\n\n## CartPole-v1: 100 steps\n\n| a |\n| --- |\n"
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- learning_x start -->\nold table\n<!-- learning_x end -->\noutro\n")
+    learning.update_readme(str(readme), "x", table)
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- learning_x start") and text.endswith("<!-- learning_x end -->\noutro\n")
+    assert "old table" not in text and "#### CartPole-v1: 100 steps" in text and "# Learning benchmark" not in text
+    learning.update_readme(str(readme), "x", table)  # idempotent
+    assert readme.read_text() == text
+    with pytest.raises(ValueError, match="no '<!-- learning_y start"):
+        learning.update_readme(str(readme), "y", table)
+
+
+def test_readme_tables_come_from_the_committed_results(learning):
+    """Each learning table in the README is the one its committed learning_<name>.json produces."""
+    root = os.path.dirname(os.path.dirname(SCRIPT))
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    names = [part.split(" start", 1)[0] for part in readme.split("<!-- learning_")[1:] if " start" in part.split("\n")[0]]
+    assert names, "the README shows no learning table"
+    for name in names:
+        with open(os.path.join(root, "benchmarks", "results", f"learning_{name}.json")) as f:
+            result = json.load(f)
+        table = learning.markdown(result["summary"], name, result["command"])
+        assert learning.readme_block(name, table) in readme, f"README's learning_{name} table differs from its JSON"
