@@ -194,7 +194,7 @@ def calc_gae(
         dm = dm * (valid & ~last)
 
     gamma, lam = _per_sequence(gamma, b), _per_sequence(lam, b)
-    returns, advantages = _gae_bgn(r, v, nv, None if m is ones else m, dm, gamma, lam, valid, sequential)
+    returns, advantages = _gae_bgn(r, v, nv, m, dm, gamma, lam, valid, sequential)
 
     def from_bgn(x: th.Tensor) -> th.Tensor:
         if not grouped:
@@ -219,7 +219,7 @@ def _gae_bgn(
     r: th.Tensor,
     v: th.Tensor,
     nv: th.Tensor,
-    m: th.Tensor | None,
+    m: th.Tensor,
     dm: th.Tensor,
     gamma: float | th.Tensor,
     lam: float | th.Tensor,
@@ -235,9 +235,7 @@ def _gae_bgn(
     else:
         time_major = th.empty(2, n, b, g, dtype=r.dtype, device=r.device)
         delta_out, coef_out = (x.permute(1, 2, 0) for x in time_major)
-    if m is None:
-        m = th.ones((), dtype=r.dtype, device=r.device)
-    else:
+    if m.ndim:  # (a 0-dim m is calc_gae's all-ones default: nothing to zero)
         # zero the next values of masked-out steps before the product, so a NaN there never leaks
         nv = zero_masked(nv, m, out=delta_out if nv.shape == r.shape else None)
     # r + gamma * nv * m - v, in this float order (SB3's)
