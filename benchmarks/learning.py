@@ -14,6 +14,9 @@ seeds for every contender, in one run.
     sets one), ``norm`` in ``mb`` (per minibatch, PPO's), ``rollout``, ``none``; toggles ``dual<c>``
     (``dual_clip=c``), ``delight`` or ``delight<temp>`` (delightful gate), ``lrc<c>`` (``log_ratio_clamp=c``),
     ``cr<low>:<high>`` (decoupled clip range);
+  - any contender may end in hyperparameter overrides ``@<keyword>=<python literal>``, applied over the zoo
+    entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``): for tuning, whose
+    winner is then compared again on fresh seeds;
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
@@ -44,6 +47,7 @@ usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import hashlib
 import io
@@ -98,11 +102,29 @@ class Contender:
 
 def parse_contender(name: str) -> Contender:
     """
-    ``ppo``, ``xppo`` or ``xppo-<actor>-<value>-<norm>[+toggle...]`` (see the module docstring).
+    ``ppo``, ``xppo`` or ``xppo-<actor>-<value>-<norm>[+toggle...]`` (see the module docstring), each optionally
+    followed by hyperparameter overrides ``@<keyword>=<value>`` (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``).
 
     :param name: the contender's name
     :return: the contender
     """
+    base_name, *overrides = name.split("@")
+    contender = _parse_base(base_name)
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key.isidentifier() or key in ("n_envs", "n_timesteps", "env"):
+            raise ValueError(
+                f"bad override {override!r} in {name!r}: expected @<keyword>=<python literal>, a keyword of the "
+                "algorithm (n_envs and n_timesteps belong to the env and the budget)"
+            )
+        try:
+            contender.kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError) as error:
+            raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
+    return Contender(name, contender.algo, contender.kwargs)
+
+
+def _parse_base(name: str) -> Contender:
     if name in ("ppo", "xppo"):
         return Contender(name, name)
     base, *toggles = name.split("+")
@@ -265,7 +287,8 @@ def run_task(task: Task) -> dict[str, Any]:
             # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
             hyperparams.pop("clip_range_vf", None)
         algo = PPO if task.contender.algo == "ppo" else XPPO
-        model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams, **kwargs)
+        hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
+        model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
         n_envs = env.num_envs
         eval_every = max(task.budget // task.n_evals, 1)
         eval_callback = EvalCallback(

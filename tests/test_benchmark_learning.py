@@ -45,6 +45,39 @@ def test_parse_contender(learning):
     )
 
 
+def test_parse_contender_with_overrides(learning):
+    c = learning.parse_contender("xppo-spo-mse-mb+dual3@n_steps=256@n_epochs=10@learning_rate=1e-3")
+    assert c.algo == "xppo" and c.name == "xppo-spo-mse-mb+dual3@n_steps=256@n_epochs=10@learning_rate=1e-3"
+    assert c.kwargs == dict(
+        actor_loss="spo", value_loss="mse", normalize_advantage="minibatch", dual_clip=3.0, n_steps=256, n_epochs=10,
+        learning_rate=1e-3,
+    )  # fmt: skip
+    assert learning.parse_contender("ppo@batch_size=128") == learning.Contender(
+        "ppo@batch_size=128", "ppo", dict(batch_size=128)
+    )
+
+
+def test_overrides_reach_the_model(learning, monkeypatch):
+    built = {}
+    real_xppo = learning.XPPO
+
+    def spy(**kwargs):
+        built.update(kwargs)
+        return real_xppo(**kwargs)
+
+    monkeypatch.setattr(learning, "XPPO", spy)
+    task = learning.Task("CartPole-v1", 256, learning.parse_contender("xppo@n_steps=16@n_epochs=2"), 0, 1, 1, 1, 0.2)
+    run = learning.run_task(task)
+    assert built["n_steps"] == 16 and built["n_epochs"] == 2 and built["batch_size"] == 256  # the rest is the zoo's
+    assert run["budget"] == 256
+
+
+@pytest.mark.parametrize("override", ["n_steps", "n_envs=4", "n_timesteps=1000", "2x=3", "learning_rate=lin_1e-3"])
+def test_bad_override(learning, override):
+    with pytest.raises(ValueError, match="bad override"):
+        learning.parse_contender(f"ppo@{override}")
+
+
 @pytest.mark.parametrize("name", ["a2c", "xppo-clip-mse", "xppo-foo-mse-mb", "xppo-clip-huber-mb", "xppo-clip-mse-batch"])
 def test_unknown_contender(learning, name):
     with pytest.raises(ValueError, match="unknown contender"):
