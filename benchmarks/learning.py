@@ -497,11 +497,15 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[C
     import matplotlib.pyplot as plt
 
     envs = list(summary)
-    fig, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
+    ncols = min(len(envs), 3)
+    nrows = -(-len(envs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.5 * nrows), squeeze=False)
+    for ax in axes.flat[len(envs) :]:
+        ax.set_visible(False)
     colors = plt.get_cmap("tab10" if len(contenders) <= 11 else "tab20").colors
     # Min-max bands only while they stay readable
     bands = len(contenders) <= 4
-    for ax, env_id in zip(axes[0], envs, strict=True):
+    for ax, env_id in zip(axes.flat, envs, strict=False):
         for i, c in enumerate(contenders):
             rs = [r for r in runs if r["env"] == env_id and r["contender"] == c.name]
             if not rs:

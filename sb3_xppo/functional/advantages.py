@@ -83,9 +83,9 @@ def _scan_time_major(
         out = None if out is None else x
     x, coef = x.view(n_chunks, CHUNK, *x.shape[1:]), coef.view(n_chunks, CHUNK, *coef.shape[1:])
     # pass 1: every chunk from a zero carry, up to its value at the chunk's first step
-    head = x[:, CHUNK - 1]
+    head = x[:, CHUNK - 1].clone()
     for t in range(CHUNK - 2, -1, -1):
-        head = th.addcmul(x[:, t], coef[:, t], head)
+        head = th.addcmul(x[:, t], coef[:, t], head, out=None if out is None else head)
     # the true values at the chunks' first steps obey the same recurrence across chunks
     starts = _scan_time_major(head, coef.prod(1), exact=False, inplace=True)
     # pass 2: every chunk again, from its true carry (the first step of the next chunk)
@@ -237,13 +237,10 @@ def _gae_bgn(
         delta_out, coef_out = (x.permute(1, 2, 0) for x in time_major)
     if m.ndim:  # (a 0-dim m is calc_gae's all-ones default: nothing to zero)
         # zero the next values of masked-out steps before the product, so a NaN there never leaks
-        nv = zero_masked(nv, m, out=delta_out if nv.shape == r.shape else None)
+        nv = zero_masked(nv, m)
     # r + gamma * nv * m - v, in this float order (SB3's)
-    if isinstance(gamma, th.Tensor):
-        delta = th.addcmul(r, gamma * nv, m, out=delta_out)
-    else:
-        delta = th.addcmul(r, nv, m, value=gamma, out=delta_out)
-    delta = th.sub(delta, v, out=delta_out)
+    delta = th.addcmul(r, gamma * nv, m) if isinstance(gamma, th.Tensor) else th.addcmul(r, nv, m, value=gamma)
+    delta = th.sub(delta, v, out=delta_out)  # one op writes the time-major layout: the transposition is fused in
     coef = th.mul(dm.expand_as(r), gamma * lam, out=coef_out)
     if valid is not None:
         delta = zero_masked(delta, valid, out=delta_out)
