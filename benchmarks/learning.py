@@ -5,10 +5,12 @@ seeds for every contender, in one run.
 - **Hyperparameters**: every contender starts from rl-zoo3's own ``ppo.yml`` entry for the env, read and turned
   into objects by rl-zoo3's ``ExperimentManager`` (``lin_1e-3`` schedules, ``policy_kwargs`` strings, ``n_envs``,
   ``normalize``, env wrappers), which also builds the training and evaluation envs. XPPO contenders change only
-  XPPO's own options, so every difference in the table comes from them.
+  XPPO's own options and the overrides they name, so every difference in the table comes from them.
 - **Contenders** (``--contenders``, a comma list of sets and names):
 
   - ``ppo``: ``stable_baselines3.PPO``; ``xppo``: ``sb3_xppo.XPPO`` with its constructor defaults;
+  - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
+    ``python -m sb3_xppo.train`` trains;
   - ``xppo-<actor>-<value>-<norm>[+toggle...]``: ``actor`` in ``clip, spo, asymmetric_spo``, ``value`` in
     ``mse, sb3, clipped, improved`` (the clipping ones get ``clip_range_vf=--clip-range-vf`` unless the zoo entry
     sets one), ``norm`` in ``mb`` (per minibatch, PPO's), ``rollout``, ``none``; toggles ``dual<c>``
@@ -16,7 +18,9 @@ seeds for every contender, in one run.
     ``cr<low>:<high>`` (decoupled clip range);
   - any contender may end in hyperparameter overrides ``@<keyword>=<python literal>``, applied over the zoo
     entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``): for tuning, whose
-    winner is then compared again on fresh seeds;
+    winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
+    ``frame_stack``, wrappers) replace the yml's before rl-zoo3 reads it, so
+    ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would;
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
@@ -49,11 +53,14 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import copy
 import hashlib
 import io
 import json
 import os
 import platform
+import re
+import shlex
 import sys
 import tempfile
 import time
@@ -72,6 +79,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from sb3_xppo import XPPO
+from sb3_xppo.zoo import CONFIG_PATH
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -89,6 +97,8 @@ GRID_VALUES = ("mse", "clipped", "improved")
 NORMS = {"mb": "minibatch", "rollout": "rollout", "none": False}
 #: Part of every run's cache key: bump it when a change to ``run_task`` makes cached runs incomparable
 RUN_FORMAT = 1
+# overrides of these keys go into the zoo's yml entry before rl-zoo3 reads it: they shape the envs, not the model
+ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wrapper", "env_kwargs")
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,7 @@ class Contender:
     name: str
     algo: str  # "ppo" or "xppo"
     kwargs: dict[str, Any] = field(default_factory=dict)
+    config: str | None = None  # the yml the hyperparameters come from: None for rl-zoo3's ppo.yml
 
 
 def parse_contender(name: str) -> Contender:
@@ -112,21 +123,23 @@ def parse_contender(name: str) -> Contender:
     contender = _parse_base(base_name)
     for override in overrides:
         key, sep, value = override.partition("=")
-        if not sep or not key.isidentifier() or key in ("n_envs", "n_timesteps", "env"):
+        if not sep or not key.isidentifier() or key in ("n_timesteps", "env"):
             raise ValueError(
                 f"bad override {override!r} in {name!r}: expected @<keyword>=<python literal>, a keyword of the "
-                "algorithm (n_envs and n_timesteps belong to the env and the budget)"
+                f"algorithm or one of the zoo entry's env keys {ZOO_ENV_KEYS} (n_timesteps is the budget's)"
             )
         try:
             contender.kwargs[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError) as error:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
-    return Contender(name, contender.algo, contender.kwargs)
+    return Contender(name, contender.algo, contender.kwargs, contender.config)
 
 
 def _parse_base(name: str) -> Contender:
     if name in ("ppo", "xppo"):
         return Contender(name, name)
+    if name == "xppo-zoo":
+        return Contender(name, "xppo", config=str(CONFIG_PATH))
     base, *toggles = name.split("+")
     parts = base.split("-")
     if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
@@ -162,7 +175,8 @@ def expand_contenders(spec: str) -> list[Contender]:
     :return: the contenders, in order
     """
     names: list[str] = []
-    for item in (s.strip() for s in spec.split(",") if s.strip()):
+    # commas inside an override's brackets (@normalize={'norm_obs':False,'norm_reward':True}) do not split
+    for item in (s.strip() for s in re.split(r",(?![^{}\[\]()]*[}\])])", spec) if s.strip()):
         if item == "defaults":
             names += ["ppo", "xppo"]
         elif item in ("grid", "grid-rollout", "grid-none"):
@@ -189,8 +203,14 @@ def zoo_budget(env_id: str) -> int:
     return int(hyperparams["n_timesteps"])
 
 
-def _zoo_manager(env_id: str, seed: int, log_folder: str, n_timesteps: int = 0) -> ExperimentManager:
-    """rl-zoo3's experiment manager for PPO on ``env_id``, quiet, without an eval callback (the benchmark has its own)."""
+def _zoo_manager(
+    env_id: str, seed: int, log_folder: str, n_timesteps: int = 0, config: str | None = None
+) -> ExperimentManager:
+    """
+    rl-zoo3's experiment manager on ``env_id``, quiet, without an eval callback (the benchmark has its own).
+
+    :param config: the yml to read, rl-zoo3's ``ppo.yml`` when None
+    """
     with contextlib.redirect_stdout(io.StringIO()):
         return ExperimentManager(
             argparse.Namespace(),
@@ -202,11 +222,23 @@ def _zoo_manager(env_id: str, seed: int, log_folder: str, n_timesteps: int = 0) 
             seed=seed,
             verbose=0,
             device="cpu",
+            config=config,
         )
 
 
+def zoo_entry_of(config: str, env_id: str) -> dict[str, Any]:
+    """The raw entry of ``env_id`` in the yml ``config``, as rl-zoo3 reads it."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return _zoo_manager(env_id, seed=0, log_folder=tempfile.gettempdir(), config=config).read_hyperparameters()[0]
+
+
 def zoo_setup(
-    env_id: str, seed: int, budget: int, log_folder: str
+    env_id: str,
+    seed: int,
+    budget: int,
+    log_folder: str,
+    entry_overrides: dict[str, Any] | None = None,
+    config: str | None = None,
 ) -> tuple[dict[str, Any], VecEnv, VecEnv, list[BaseCallback], dict[str, Any]]:
     """
     rl-zoo3's tuned PPO hyperparameters for ``env_id`` turned into objects, and the envs built the zoo's way.
@@ -214,12 +246,15 @@ def zoo_setup(
     Uses ``ExperimentManager.read_hyperparameters`` / ``_preprocess_hyperparams`` / ``create_envs``: the steps of its
     ``setup_experiment`` up to the model, without its log folders and callbacks.
 
+    :param entry_overrides: keys that replace the yml entry's before rl-zoo3 reads it (``normalize``, ``n_envs``...)
+    :param config: the yml to read the entry from, rl-zoo3's ``ppo.yml`` when None
     :return: model keywords (policy included), the training VecEnv, the evaluation VecEnv (no reward
         normalization, statistics synced by ``EvalCallback``), the entry's own callbacks and the raw yml entry
     """
-    exp = _zoo_manager(env_id, seed, log_folder, n_timesteps=budget)
+    exp = _zoo_manager(env_id, seed, log_folder, n_timesteps=budget, config=config)
     with contextlib.redirect_stdout(io.StringIO()):
         raw, saved = exp.read_hyperparameters()
+        raw.update(entry_overrides or {})
         hyperparams, exp.env_wrapper, callbacks, exp.vec_env_wrapper = exp._preprocess_hyperparams(raw)
         env = exp.create_envs(exp.n_envs, no_log=True)
         eval_env = exp.create_envs(1, eval_env=True, no_log=True)
@@ -253,12 +288,14 @@ class Task:
             final_episodes=self.final_episodes,
             clip_range_vf=self.clip_range_vf,
         )
+        if self.contender.config is not None:  # a run from our own yml is stale once its entry changes
+            spec["entry"] = zoo_entry_of(self.contender.config, self.env_id)
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def path(self, out_dir: str) -> str:
-        return os.path.join(
-            out_dir, "learning_runs", f"{self.env_id}_{self.budget}", self.contender.name, f"seed{self.seed}.json"
-        )
+        # brackets, quotes and colons of an override (@normalize={'norm_obs':False}) stay out of the folder name
+        folder = re.sub(r"[^\w@=.+,-]", "_", self.contender.name)
+        return os.path.join(out_dir, "learning_runs", f"{self.env_id}_{self.budget}", folder, f"seed{self.seed}.json")
 
 
 def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
@@ -279,8 +316,12 @@ def run_task(task: Task) -> dict[str, Any]:
     """Train one contender on one env and seed; evaluate it along the way and at the end."""
     th.set_num_threads(1)
     with tempfile.TemporaryDirectory() as log_folder:
-        hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(task.env_id, task.seed, task.budget, log_folder)
         kwargs = dict(task.contender.kwargs)
+        # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
+        entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in ZOO_ENV_KEYS if key in kwargs}
+        hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
+            task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
+        )
         if kwargs.get("value_loss", "mse") != "mse":
             hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
         elif task.contender.algo == "xppo" and "value_loss" in kwargs:
@@ -447,8 +488,9 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
         "Reached: seeds whose mean eval return reached the threshold; steps: median over those seeds of the first "
         "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget). "
         "Wall: mean seconds of `learn()` per run (one torch thread; the machine was shared, so compare within a row "
-        "block, loosely). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, the XPPO "
-        "contenders add only their options to it.",
+        "block, loosely). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` "
+        "XPPO with its own entry in zoo_configs/xppo.yml, the other XPPO contenders add only their options and `@` "
+        "overrides to ppo.yml's entry.",
     ]
     for env_id, env_summary in summary.items():
         rows = env_summary["contenders"]
@@ -572,7 +614,10 @@ def main(argv: list[str] | None = None) -> None:
         print("no finished runs to report")
         return
     summary = summarize(runs, contenders, args.bootstrap_reps)
-    command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    # the command that reproduces the outputs: --report-only writes the same ones from the cache
+    command = "python benchmarks/learning.py " + shlex.join(
+        a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
+    )
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, f"learning_{name}")
     with open(f"{base}.json", "w") as f:

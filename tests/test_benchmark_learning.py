@@ -11,6 +11,8 @@ import pytest
 from rl_zoo3.utils import SimpleLinearSchedule
 from stable_baselines3.common.vec_env import VecNormalize
 
+from sb3_xppo.zoo import CONFIG_PATH
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "learning.py")
 
 
@@ -57,7 +59,9 @@ def test_parse_contender_with_overrides(learning):
     )
 
 
-def test_overrides_reach_the_model(learning, monkeypatch):
+@pytest.fixture
+def built_xppo(learning, monkeypatch):
+    """The keywords the benchmark builds XPPO with."""
     built = {}
     real_xppo = learning.XPPO
 
@@ -66,13 +70,29 @@ def test_overrides_reach_the_model(learning, monkeypatch):
         return real_xppo(**kwargs)
 
     monkeypatch.setattr(learning, "XPPO", spy)
+    return built
+
+
+def test_overrides_reach_the_model(learning, built_xppo):
+    built = built_xppo
     task = learning.Task("CartPole-v1", 256, learning.parse_contender("xppo@n_steps=16@n_epochs=2"), 0, 1, 1, 1, 0.2)
     run = learning.run_task(task)
     assert built["n_steps"] == 16 and built["n_epochs"] == 2 and built["batch_size"] == 256  # the rest is the zoo's
     assert run["budget"] == 256
 
 
-@pytest.mark.parametrize("override", ["n_steps", "n_envs=4", "n_timesteps=1000", "2x=3", "learning_rate=lin_1e-3"])
+def test_env_key_overrides_reach_the_envs(learning, built_xppo):
+    """normalize and n_envs are the zoo entry's: they replace the yml's before rl-zoo3 builds the envs."""
+    built = built_xppo
+    name = "xppo@n_envs=2@normalize={'norm_obs':False,'norm_reward':True}@n_steps=16"
+    run = learning.run_task(learning.Task("CartPole-v1", 64, learning.parse_contender(name), 0, 1, 1, 1, 0.2))
+    env = built["env"]
+    assert isinstance(env, VecNormalize) and env.norm_reward and not env.norm_obs and env.num_envs == 2
+    assert "normalize" not in built and "n_envs" not in built and built["n_steps"] == 16
+    assert run["kwargs"]["normalize"] == {"norm_obs": False, "norm_reward": True}
+
+
+@pytest.mark.parametrize("override", ["n_steps", "env=Pong", "n_timesteps=1000", "2x=3", "learning_rate=lin_1e-3"])
 def test_bad_override(learning, override):
     with pytest.raises(ValueError, match="bad override"):
         learning.parse_contender(f"ppo@{override}")
@@ -106,6 +126,16 @@ def test_contender_sets(learning):
     ]
 
 
+def test_commas_inside_an_override_do_not_split(learning):
+    spec = "ppo,xppo@normalize={'norm_obs':False,'norm_reward':True}@policy_kwargs={'net_arch':[8,8]},xppo-spo-mse-mb"
+    contenders = learning.expand_contenders(spec)
+    assert [c.algo for c in contenders] == ["ppo", "xppo", "xppo"]
+    assert contenders[1].kwargs == {
+        "normalize": {"norm_obs": False, "norm_reward": True},
+        "policy_kwargs": {"net_arch": [8, 8]},
+    }
+
+
 def test_zoo_setup_is_rl_zoo3s(learning, tmp_path):
     """Hyperparameters and envs come from rl-zoo3's ppo.yml, turned into objects by its ExperimentManager."""
     assert learning.zoo_budget("CartPole-v1") == 100_000
@@ -121,6 +151,21 @@ def test_zoo_setup_is_rl_zoo3s(learning, tmp_path):
     _, env, eval_env, _, _ = learning.zoo_setup("Acrobot-v1", 0, 1000, str(tmp_path))
     assert isinstance(env, VecNormalize) and env.norm_reward and env.gamma == 0.99
     assert isinstance(eval_env, VecNormalize) and not eval_env.norm_reward and not eval_env.training
+
+
+def test_xppo_zoo_reads_our_own_config(learning, tmp_path, monkeypatch):
+    """``xppo-zoo`` trains what ``python -m sb3_xppo.train`` would: XPPO with its entry in zoo_configs/xppo.yml."""
+    contender = learning.parse_contender("xppo-zoo")
+    assert contender.algo == "xppo" and contender.kwargs == {} and contender.config == str(CONFIG_PATH)
+    config = tmp_path / "xppo.yml"
+    config.write_text("CartPole-v1:\n  n_envs: 2\n  n_timesteps: 1000\n  policy: MlpPolicy\n  n_steps: 8\n  actor_loss: spo\n")
+    hyperparams, env, _, _, _ = learning.zoo_setup("CartPole-v1", 0, 1000, str(tmp_path), config=str(config))
+    assert hyperparams == {"policy": "MlpPolicy", "n_steps": 8, "actor_loss": "spo"} and env.num_envs == 2
+    # the cache key follows the entry: a run from an older entry is not reused
+    task = learning.Task("CartPole-v1", 1000, learning.Contender("xppo-zoo", "xppo", config=str(config)), 0, 2, 2, 3, 0.2)
+    key = task.key()
+    config.write_text(config.read_text().replace("n_steps: 8", "n_steps: 16"))
+    assert task.key() != key
 
 
 def test_cache_key(learning, tmp_path):

@@ -1,0 +1,53 @@
+"""
+The README's default run: ``python -m sb3_xppo.train --seed 0`` (XPPO on LunarLander-v3 with the packaged
+``xppo.yml`` entry, 1M steps, rl-zoo3's evaluation every 25k steps), trained in a temporary log folder; its
+learning curve and evaluations are copied to ``benchmarks/results/train_default_<env>_seed<seed>.{png,json}``.
+
+usage: python benchmarks/train_default.py [--seed 0] [--env LunarLander-v3] [extra sb3_xppo.train flags...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", default="LunarLander-v3")
+    parser.add_argument("--out-dir", default=RESULTS)
+    args, extra = parser.parse_known_args()
+
+    train_args = ["--env", args.env, "--seed", str(args.seed), *extra]
+    with tempfile.TemporaryDirectory() as log_folder:
+        subprocess.run([sys.executable, "-m", "sb3_xppo.train", *train_args, "-f", log_folder], check=True)
+        run_dir = os.path.join(log_folder, "xppo", f"{args.env}_1")
+        with np.load(os.path.join(run_dir, "evaluations.npz")) as evaluations:
+            steps, results = evaluations["timesteps"], evaluations["results"]
+        name = os.path.join(args.out_dir, f"train_default_{args.env}_seed{args.seed}")
+        shutil.copyfile(os.path.join(run_dir, "learning_curve.png"), name + ".png")
+    record = dict(
+        command=" ".join(["python -m sb3_xppo.train", *train_args]),
+        env=args.env,
+        eval_episodes=int(results.shape[1]),
+        evaluations=[
+            dict(steps=int(s), mean=float(r.mean()), std=float(r.std())) for s, r in zip(steps, results, strict=True)
+        ],
+    )
+    with open(name + ".json", "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"wrote {name}.json, {name}.png")
+
+
+if __name__ == "__main__":
+    main()
