@@ -20,7 +20,8 @@ seeds for every contender, in one run.
     entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``): for tuning, whose
     winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
     ``frame_stack``, wrappers) replace the yml's before rl-zoo3 reads it, so
-    ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would;
+    ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would,
+    and a quoted schedule (``@learning_rate='lin_3e-4'``) becomes rl-zoo3's linear schedule;
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
@@ -99,6 +100,8 @@ NORMS = {"mb": "minibatch", "rollout": "rollout", "none": False}
 RUN_FORMAT = 1
 # overrides of these keys go into the zoo's yml entry before rl-zoo3 reads it: they shape the envs, not the model
 ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wrapper", "env_kwargs")
+# a string override of these ('lin_3e-4') is an rl-zoo3 schedule: it goes into the entry too, for rl-zoo3 to build
+SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,17 @@ def parse_contender(name: str) -> Contender:
             contender.kwargs[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError) as error:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
+        if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):
+            raise ValueError(f"bad override {override!r} in {name!r}: a string {key} is an rl-zoo3 schedule, 'lin_<number>'")
     return Contender(name, contender.algo, contender.kwargs, contender.config)
+
+
+def _is_zoo_schedule(value: str) -> bool:
+    kind, _, initial = value.partition("_")
+    try:
+        return kind == "lin" and float(initial) > 0
+    except ValueError:
+        return False
 
 
 def _parse_base(name: str) -> Contender:
@@ -318,7 +331,8 @@ def run_task(task: Task) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as log_folder:
         kwargs = dict(task.contender.kwargs)
         # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
-        entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in ZOO_ENV_KEYS if key in kwargs}
+        to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
+        entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
         hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
             task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
         )

@@ -92,7 +92,26 @@ def test_env_key_overrides_reach_the_envs(learning, built_xppo):
     assert run["kwargs"]["normalize"] == {"norm_obs": False, "norm_reward": True}
 
 
-@pytest.mark.parametrize("override", ["n_steps", "env=Pong", "n_timesteps=1000", "2x=3", "learning_rate=lin_1e-3"])
+def test_schedule_overrides_are_rl_zoo3s(learning, built_xppo):
+    """A quoted 'lin_<x>' goes through the zoo entry and becomes rl-zoo3's linear schedule; a float stays constant."""
+    name = "xppo@n_steps=16@learning_rate='lin_1e-3'@clip_range=0.1"
+    learning.run_task(learning.Task("CartPole-v1", 128, learning.parse_contender(name), 0, 1, 1, 1, 0.2))
+    assert isinstance(built_xppo["learning_rate"], SimpleLinearSchedule)
+    assert built_xppo["learning_rate"](0.5) == pytest.approx(5e-4) and built_xppo["clip_range"] == 0.1
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "n_steps",
+        "env=Pong",
+        "learning_rate='cos_1e-3'",
+        "clip_range='lin_x'",
+        "n_timesteps=1000",
+        "2x=3",
+        "learning_rate=lin_1e-3",
+    ],
+)
 def test_bad_override(learning, override):
     with pytest.raises(ValueError, match="bad override"):
         learning.parse_contender(f"ppo@{override}")
