@@ -104,8 +104,10 @@ def test_config_has_the_promised_entries() -> None:
 
 # Where xppo.yml departs from rl-zoo3's ppo.yml, and why: the learning benchmark's evidence (README, Benchmarks).
 # Every other key of every entry that ppo.yml also has is rl-zoo3's own value.
+LUNAR_LANDER_TUNING = {"normalize": "dict(norm_obs=False, norm_reward=True)", "n_steps": 256, "n_epochs": 10}
 TUNED_FOR_XPPO = {
-    "LunarLander-v3": {"normalize": "dict(norm_obs=False, norm_reward=True)", "n_steps": 256, "n_epochs": 10},
+    "LunarLander-v3": LUNAR_LANDER_TUNING,
+    "LunarLanderContinuous-v3": {**LUNAR_LANDER_TUNING, "learning_rate": "lin_3e-4"},
 }
 
 
