@@ -67,7 +67,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any
 
@@ -137,7 +137,7 @@ def parse_contender(name: str) -> Contender:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
         if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):
             raise ValueError(f"bad override {override!r} in {name!r}: a string {key} is an rl-zoo3 schedule, 'lin_<number>'")
-    return Contender(name, contender.algo, contender.kwargs, contender.config)
+    return replace(contender, name=name)
 
 
 def _is_zoo_schedule(value: str) -> bool:
@@ -211,9 +211,7 @@ def expand_contenders(spec: str) -> list[Contender]:
 
 def zoo_budget(env_id: str) -> int:
     """The zoo's ``n_timesteps`` for ``env_id`` in rl-zoo3's ``ppo.yml``."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        hyperparams, _ = _zoo_manager(env_id, seed=0, log_folder=tempfile.gettempdir()).read_hyperparameters()
-    return int(hyperparams["n_timesteps"])
+    return int(zoo_entry_of(None, env_id)["n_timesteps"])
 
 
 def _zoo_manager(
@@ -239,8 +237,8 @@ def _zoo_manager(
         )
 
 
-def zoo_entry_of(config: str, env_id: str) -> dict[str, Any]:
-    """The raw entry of ``env_id`` in the yml ``config``, as rl-zoo3 reads it."""
+def zoo_entry_of(config: str | None, env_id: str) -> dict[str, Any]:
+    """The raw entry of ``env_id`` in the yml ``config`` (rl-zoo3's ``ppo.yml`` when None), as rl-zoo3 reads it."""
     with contextlib.redirect_stdout(io.StringIO()):
         return _zoo_manager(env_id, seed=0, log_folder=tempfile.gettempdir(), config=config).read_hyperparameters()[0]
 

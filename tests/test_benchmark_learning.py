@@ -172,7 +172,7 @@ def test_zoo_setup_is_rl_zoo3s(learning, tmp_path):
     assert isinstance(eval_env, VecNormalize) and not eval_env.norm_reward and not eval_env.training
 
 
-def test_xppo_zoo_reads_our_own_config(learning, tmp_path, monkeypatch):
+def test_xppo_zoo_reads_our_own_config(learning, tmp_path):
     """``xppo-zoo`` trains what ``python -m sb3_xppo.train`` would: XPPO with its entry in zoo_configs/xppo.yml."""
     contender = learning.parse_contender("xppo-zoo")
     assert contender.algo == "xppo" and contender.kwargs == {} and contender.config == str(CONFIG_PATH)
