@@ -23,7 +23,6 @@ setup(
         "sb3-contrib>=2.9,<3.0",
         "gymnasium[box2d]>=1.0,<2.0",
         "torch>=2.3",
-        "einops>=0.7",
         "tqdm",
         "rich",
     ],
@@ -37,6 +36,8 @@ setup(
         ],
         "extra": [
             "rl-zoo3>=2.9,<3.0",
+            # optuna's driver for a PostgreSQL --storage (distributed search); URLs name it: postgresql+psycopg2://
+            "psycopg2-binary",
             "tensorboard>=2.9",
             "rliable>=1.0",
             # rliable needs arch<8, and arch 7 does not import under pandas 3

@@ -1,9 +1,11 @@
 """
-calc_gae against SB3's ``RolloutBuffer.compute_returns_and_advantage`` on identical data.
+calc_gae and XPPO's rollout buffer against SB3's ``RolloutBuffer.compute_returns_and_advantage`` on identical data.
 
-For each ``(n_steps, n_envs)`` size both compute GAE from the same rewards, values, episode starts and
-bootstrap; the timings are interleaved in one process and the minimum over repetitions is kept (this
-machine is noisy). Prints a table and writes ``benchmarks/results/gae.json``.
+For each ``(n_steps, n_envs)`` size the three compute GAE from the same rewards, values, episode starts and
+bootstrap: SB3's loop, ``XPPORolloutBuffer.compute_returns_and_advantage`` (the "buffer" columns: its results must
+equal SB3's bit for bit) and ``calc_gae`` (chunked scan, equal to 1e-5). The timings are interleaved in one process
+and the minimum over repetitions is kept (this machine is noisy). Prints a table and writes
+``benchmarks/results/gae.json``.
 
 usage: python benchmarks/gae.py [--reps 20] [--threads 1]
 """
@@ -22,16 +24,19 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo import calc_gae
+from sb3_xppo.common.buffers import XPPORolloutBuffer
 
-SIZES = ((128, 8), (512, 16), (1024, 32), (2048, 64), (4096, 64), (2048, 256))
+SIZES = ((2048, 1), (128, 8), (512, 16), (1024, 16), (1024, 32), (2048, 64), (4096, 64), (2048, 256))
 GAMMA, LAM = 0.99, 0.95
 
 
-def make_buffer(n_steps: int, n_envs: int, seed: int = 0) -> tuple[RolloutBuffer, th.Tensor, np.ndarray]:
-    """A filled SB3 buffer with episode starts at 2% of the steps, a bootstrap value and final dones."""
+def make_buffer(
+    n_steps: int, n_envs: int, seed: int = 0, buffer_class: type[RolloutBuffer] = RolloutBuffer
+) -> tuple[RolloutBuffer, th.Tensor, np.ndarray]:
+    """A filled buffer with episode starts at 2% of the steps, a bootstrap value and final dones (same data per seed)."""
     rng = np.random.default_rng(seed)
     box = spaces.Box(-1, 1, (1,))
-    buffer = RolloutBuffer(n_steps, box, box, n_envs=n_envs, gamma=GAMMA, gae_lambda=LAM)
+    buffer = buffer_class(n_steps, box, box, n_envs=n_envs, gamma=GAMMA, gae_lambda=LAM)
     buffer.rewards[:] = rng.normal(size=(n_steps, n_envs))
     buffer.values[:] = rng.normal(size=(n_steps, n_envs))
     buffer.episode_starts[:] = rng.random((n_steps, n_envs)) < 0.02
@@ -67,22 +72,33 @@ def main() -> None:
     th.set_num_threads(args.threads)
 
     rows = []
-    print(f"{'n_steps x n_envs':>18} {'SB3 ms':>9} {'calc_gae ms':>12} {'speed-up':>9} {'max |diff|':>11}")
+    print(
+        f"{'n_steps x n_envs':>18} {'SB3 ms':>9} {'buffer ms':>10} {'speed-up':>9} {'exact':>6} "
+        f"{'calc_gae ms':>12} {'speed-up':>9} {'max |diff|':>11}"
+    )
     for n_steps, n_envs in SIZES:
         buffer, last_values, dones = make_buffer(n_steps, n_envs)
+        xppo_buffer = make_buffer(n_steps, n_envs, buffer_class=XPPORolloutBuffer)[0]
         inputs = sb3_inputs_as_torch(buffer, last_values, dones)
 
         def sb3(buffer=buffer, last_values=last_values, dones=dones) -> None:
             buffer.compute_returns_and_advantage(last_values, dones)
 
+        def xppo(buffer=xppo_buffer, last_values=last_values, dones=dones) -> None:
+            buffer.compute_returns_and_advantage(last_values, dones)
+
         def ours(inputs=inputs):
             return calc_gae(**inputs, gamma=GAMMA, lam=LAM, return_advantages=True)
 
-        sb3_times, our_times = [], []
-        for _ in range(3):  # interleave the two so that machine noise hits both alike
+        sb3_times, buffer_times, our_times = [], [], []
+        for _ in range(3):  # interleave them so that machine noise hits all alike
             sb3_times.append(best_time(sb3, args.reps))
+            buffer_times.append(best_time(xppo, args.reps))
             our_times.append(best_time(ours, args.reps))
-        t_sb3, t_ours = min(sb3_times), min(our_times)
+        t_sb3, t_buffer, t_ours = min(sb3_times), min(buffer_times), min(our_times)
+        exact = bool(
+            np.array_equal(xppo_buffer.advantages, buffer.advantages) and np.array_equal(xppo_buffer.returns, buffer.returns)
+        )
         gae = ours()
         diff = max(
             float(np.abs(gae.advantages.numpy().T - buffer.advantages).max()),
@@ -93,12 +109,18 @@ def main() -> None:
                 n_steps=n_steps,
                 n_envs=n_envs,
                 sb3_ms=t_sb3 * 1e3,
+                buffer_ms=t_buffer * 1e3,
+                buffer_speedup=t_sb3 / t_buffer,
+                buffer_exact=exact,
                 calc_gae_ms=t_ours * 1e3,
                 speedup=t_sb3 / t_ours,
                 max_abs_diff=diff,
             )
         )
-        print(f"{n_steps:>8} x {n_envs:<7} {t_sb3 * 1e3:9.3f} {t_ours * 1e3:12.3f} {t_sb3 / t_ours:8.1f}x {diff:11.2e}")
+        print(
+            f"{n_steps:>8} x {n_envs:<7} {t_sb3 * 1e3:9.3f} {t_buffer * 1e3:10.3f} {t_sb3 / t_buffer:8.1f}x {exact!s:>6} "
+            f"{t_ours * 1e3:12.3f} {t_sb3 / t_ours:8.1f}x {diff:11.2e}"
+        )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(dict(threads=args.threads, torch=th.__version__, rows=rows), f, indent=2)

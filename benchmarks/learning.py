@@ -66,6 +66,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
@@ -403,12 +404,17 @@ def save_run(run: dict[str, Any], path: str) -> None:
     os.replace(tmp, path)  # atomic: an interrupted campaign never leaves half a file
 
 
-def run_all(tasks: list[Task], out_dir: str, workers: int, time_limit_s: float | None) -> None:
+def run_all(
+    tasks: list[Task], out_dir: str, workers: int, time_limit_s: float | None, runner: Callable[[Task], dict] | None = None
+) -> None:
     """
     Run the tasks that have no cached result, ``workers`` at a time; none starts after ``time_limit_s`` seconds.
 
     The cache is read again before each start, so two campaigns sharing ``out_dir`` skip what the other finished.
+    ``runner`` (default :func:`run_task`) trains one task and returns its run record (``benchmarks/multi_critic.py``
+    brings its own).
     """
+    runner = run_task if runner is None else runner
     todo = [t for t in tasks if load_cached(t, out_dir) is None]
     print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
     start = time.monotonic()
@@ -433,17 +439,17 @@ def run_all(tasks: list[Task], out_dir: str, workers: int, time_limit_s: float |
 
     if workers <= 1:
         while (task := next_task()) is not None:
-            report(task, run_task(task))
+            report(task, runner(task))
         return
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
         futures = {}
         while len(futures) < workers and (task := next_task()) is not None:
-            futures[pool.submit(run_task, task)] = task
+            futures[pool.submit(runner, task)] = task
         while futures:
             done = next(as_completed(futures))
             report(futures.pop(done), done.result())
             if (task := next_task()) is not None:
-                futures[pool.submit(run_task, task)] = task
+                futures[pool.submit(runner, task)] = task
 
 
 def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[float, float, float]]:

@@ -11,8 +11,12 @@ the ratio to PPO's time in the same repetition, which is robust to bursts of loa
 A variant that needs its own rollout layout (e.g. multi-critic, several reward groups) supplies ``make_buffer``,
 built from the shared PPO rollout, and is added in ``variants()``.
 
+Also measures what XPPO's non-finite checks cost, in ``train()`` (a variant without them) and in ``learn()``
+(alternating runs with and without them), and MaskableXPPO / RecurrentXPPO against their sb3-contrib parents.
+
 usage: python benchmarks/overhead.py [--env CartPole-v1] [--n-steps 2048] [--batch-size 64] [--n-epochs 2]
-                                     [--reps 15] [--threads 1] [--device cpu]
+                                     [--reps 15] [--threads 1] [--device cpu] [--learn-steps 20480] [--learn-reps 6]
+                                     [--no-contrib]
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ class Variant:
     make_buffer: Callable[[RolloutBuffer, PPO], RolloutBuffer] = copy_buffer
     # Maps PPO's initial policy weights to this variant's policy (e.g. one value output per reward group)
     adapt_state: Callable[[dict[str, th.Tensor]], dict[str, th.Tensor]] = same_state
+    # XPPO's non-finite checks (the rollback snapshot and the check after the epochs); off to measure their cost
+    check_finite: bool = True
 
 
 def variants(args: argparse.Namespace) -> list[Variant]:
@@ -99,6 +105,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     return [
         Variant("PPO", PPO),
         Variant("XPPO clip", XPPO),
+        Variant("XPPO clip, no checks", XPPO, check_finite=False),
         Variant("XPPO spo", XPPO, dict(actor_loss="spo")),
         Variant("XPPO asymmetric_spo", XPPO, dict(actor_loss="asymmetric_spo")),
         Variant("XPPO improved value", XPPO, dict(value_loss="improved", clip_range_vf=0.2)),
@@ -127,6 +134,79 @@ def collect_rollout(args: argparse.Namespace) -> tuple[RolloutBuffer, dict[str, 
     return model.rollout_buffer, copy.deepcopy(model.policy.state_dict())
 
 
+def contrib_ratios(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """
+    ``train()`` of MaskableXPPO / RecurrentXPPO against their sb3-contrib parents on one rollout the parent collected,
+    as above: same data, weights, optimizer state and minibatch order, interleaved, min over repetitions and the
+    paired median ratio (target: <= 1.05x).
+    """
+    from sb3_contrib import MaskablePPO, RecurrentPPO
+    from sb3_contrib.common.envs import InvalidActionEnvDiscrete
+
+    from sb3_xppo import MaskableXPPO, RecurrentXPPO
+
+    pairs = {
+        "MaskableXPPO / MaskablePPO": (
+            MaskablePPO, MaskableXPPO, "MlpPolicy", lambda: InvalidActionEnvDiscrete(dim=20, n_invalid_actions=10), 1,
+            dict(n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs),
+        ),
+        "RecurrentXPPO / RecurrentPPO": (
+            RecurrentPPO, RecurrentXPPO, "MlpLstmPolicy", args.env, 8,
+            dict(n_steps=max(args.n_steps // 8, 16), batch_size=128, n_epochs=args.n_epochs),
+        ),
+    }  # fmt: skip
+    results = {}
+    for name, (parent_class, xppo_class, policy, env_spec, n_envs, kwargs) in pairs.items():
+        models = []
+        for algo in (parent_class, xppo_class):
+            env = make_vec_env(env_spec, n_envs=n_envs, seed=0)  # an env id or a factory
+            model = algo(policy, env, seed=0, device=args.device, **kwargs)
+            model.set_logger(Logger(folder=None, output_formats=[]))
+            models.append(model)
+        parent = models[0]
+        _, callback = parent._setup_learn(parent.n_steps * parent.n_envs, None)
+        parent.collect_rollouts(parent.env, callback, parent.rollout_buffer, n_rollout_steps=parent.n_steps)
+        rollout = parent.rollout_buffer
+        policy_state = copy.deepcopy(parent.policy.state_dict())
+        optimizer_state = copy.deepcopy(parent.policy.optimizer.state_dict())
+        times: list[list[float]] = [[], []]
+        for rep in range(args.reps):
+            for i in (0, 1) if rep % 2 == 0 else (1, 0):
+                model = models[i]
+                model.rollout_buffer = copy.deepcopy(rollout)
+                model.policy.load_state_dict(policy_state)
+                model.policy.optimizer.load_state_dict(optimizer_state)
+                np.random.seed(rep)
+                start = time.perf_counter()
+                model.train()
+                times[i].append(time.perf_counter() - start)
+        ratio = min(times[1]) / min(times[0])
+        paired = float(np.median(np.array(times[1]) / np.array(times[0])))
+        results[name] = dict(ratio=ratio, paired_ratio=paired, parent_min_ms=min(times[0]) * 1e3)
+        print(f"{name}: {ratio:.3f}x (paired {paired:.3f}x), parent train() {min(times[0]) * 1e3:.1f} ms")
+    return results
+
+
+def learn_check_cost(args: argparse.Namespace) -> dict[str, float]:
+    """
+    ``learn()`` of XPPO with its non-finite checks against without, alternating, ``args.learn_steps`` steps each on
+    the same seed (identical work: the checks change no result).
+    """
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for rep in range(args.learn_reps):
+        for check in (True, False) if rep % 2 == 0 else (False, True):
+            model = XPPO("MlpPolicy", make_vec_env(args.env, n_envs=args.n_envs, seed=rep), n_steps=args.n_steps,
+                         batch_size=args.batch_size, n_epochs=args.n_epochs, seed=rep, device=args.device)  # fmt: skip
+            model.check_finite = check
+            start = time.perf_counter()
+            model.learn(args.learn_steps)
+            times[check].append(time.perf_counter() - start)
+    paired = float(np.median(np.array(times[True]) / np.array(times[False])))
+    best = min(times[True]) / min(times[False])
+    print(f"non-finite checks, learn({args.learn_steps}): {best:.3f}x (min), {paired:.3f}x (paired median)")
+    return dict(learn_ratio=best, learn_paired_ratio=paired)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartPole-v1")
@@ -137,6 +217,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--learn-steps", type=int, default=20_480, help="learn() steps per run of the checks' cost (0: skip)")
+    parser.add_argument("--learn-reps", type=int, default=6)
+    parser.add_argument("--no-contrib", dest="contrib", action="store_false", help="skip MaskableXPPO/RecurrentXPPO rows")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
     args = parser.parse_args()
     th.set_num_threads(args.threads)
@@ -148,6 +231,8 @@ def main() -> None:
         model = variant.algo("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
                              seed=0, device=args.device, **variant.kwargs)  # fmt: skip
         model.set_logger(Logger(folder=None, output_formats=[]))
+        if isinstance(model, XPPO):
+            model.check_finite = variant.check_finite
         model.policy.load_state_dict(variant.adapt_state(policy_state))
         models.append((variant, model, copy.deepcopy(model.policy.optimizer.state_dict())))
 
@@ -199,10 +284,17 @@ def main() -> None:
             paired = float(np.median(np.array(samples) / np.array(times["XPPO clip"])))
             multi_critic[name] = dict(ratio=min(samples) / min(times["XPPO clip"]), paired_ratio=paired)
             print(f"{name} / XPPO clip: {multi_critic[name]['ratio']:.3f}x (paired {paired:.3f}x)")
+    # What XPPO's non-finite checks cost (target: <= 2% of train() and of learn())
+    checks = dict(train_paired_ratio=float(np.median(np.array(times["XPPO clip"]) / np.array(times["XPPO clip, no checks"]))))
+    print(f"non-finite checks, train(): {checks['train_paired_ratio']:.3f}x (paired, XPPO clip / no checks)")
+    if args.learn_steps > 0:
+        checks.update(learn_check_cost(args))
+    contrib = contrib_ratios(args) if args.contrib else {}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         config = {k: v for k, v in vars(args).items() if k != "out"}
-        results = dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows, multi_critic=multi_critic)
+        results = dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows, multi_critic=multi_critic,
+                       finite_checks=checks, contrib=contrib)  # fmt: skip
         json.dump(results, f, indent=2)
     print(f"wrote {args.out}")
 

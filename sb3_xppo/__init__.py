@@ -15,6 +15,8 @@ from sb3_xppo.functional import (
     spo_actor_loss,
 )
 from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, RewardGroups
+from sb3_xppo.ppo_mask import MaskableXPPO
+from sb3_xppo.ppo_recurrent import RecurrentXPPO
 from sb3_xppo.xppo import XPPO, LossHook
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
@@ -27,8 +29,10 @@ __all__ = [
     "DaggerDistiller",
     "LossBreakdown",
     "LossHook",
+    "MaskableXPPO",
     "MultiCriticPolicy",
     "MultiCriticRolloutBuffer",
+    "RecurrentXPPO",
     "RewardGroups",
     "best_action",
     "calc_gae",

@@ -1,15 +1,18 @@
 """
-``python -m sb3_xppo.enjoy`` (console script ``xppo-enjoy``): rl-zoo3's ``enjoy`` with XPPO registered, or
-with ``--record-video`` rl-zoo3's ``record_video``.
+``python -m sb3_xppo.enjoy`` (console script ``xppo-enjoy``): rl-zoo3's ``enjoy`` with XPPO, MaskableXPPO and
+RecurrentXPPO registered (``xppo``, ``xppo_mask``, ``xppo_lstm``), or with ``--record-video`` rl-zoo3's
+``record_video``. A maskable model acts on its env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`).
 
-Defaults that differ from rl-zoo3's: ``--algo xppo``, ``--env LunarLander-v3`` and ``--folder logs`` (where
-``python -m sb3_xppo.train`` saves; rl-zoo3's default folder downloads the zoo's pretrained agents, which
-has none for XPPO). Every rl-zoo3 flag works and overrides these defaults (``--env``, ``-f``, ``-n``,
-``--no-render``, ``--load-best``, ``--exp-id``, ...; with ``--record-video`` also ``-o/--output-folder``).
+Defaults that differ from rl-zoo3's: ``--algo xppo``, ``--env LunarLander-v3`` (the same per-algorithm defaults
+as ``python -m sb3_xppo.train``) and ``--folder logs`` (where ``python -m sb3_xppo.train`` saves; rl-zoo3's
+default folder downloads the zoo's pretrained agents, which has none for XPPO). Every rl-zoo3 flag works and
+overrides these defaults (``--env``, ``-f``, ``-n``, ``--no-render``, ``--load-best``, ``--exp-id``, ...; with
+``--record-video`` also ``-o/--output-folder``).
 """
 
 from __future__ import annotations
 
+import argparse
 import runpy
 import sys
 from collections.abc import Sequence
@@ -27,7 +30,7 @@ def _record_video() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """
     Watch a trained agent (or just evaluate it, with ``--no-render``), or record a video of it with
-    ``--record-video``, through rl-zoo3, XPPO registered.
+    ``--record-video``, through rl-zoo3, the package's algorithms registered.
 
     :param argv: command-line arguments (default: ``sys.argv[1:]``)
     """
@@ -39,9 +42,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.remove(RECORD_FLAG)
         command = _record_video
     zoo.register()
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--algo", default=zoo.ALGO_NAME)
+    algo = peek.parse_known_args(args)[0].algo
     # argparse keeps the last value of an option: the user's arguments come after these defaults and win
-    defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.DEFAULT_ENV, "--folder", "logs"]
-    zoo.run_with_argv(command, [*defaults, *args])
+    defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.default_env(algo), "--folder", "logs"]
+    with zoo.masked_evaluation():
+        zoo.run_with_argv(command, [*defaults, *args])
 
 
 if __name__ == "__main__":

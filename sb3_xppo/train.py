@@ -1,18 +1,22 @@
 """
-``python -m sb3_xppo.train`` (console script ``xppo-train``): rl-zoo3's ``train`` with XPPO registered.
+``python -m sb3_xppo.train`` (console script ``xppo-train``): rl-zoo3's ``train`` with XPPO, MaskableXPPO and RecurrentXPPO
+registered (``xppo``, ``xppo_mask``, ``xppo_lstm``).
 
-Defaults that differ from rl-zoo3's: ``--algo xppo``, ``--env LunarLander-v3`` and, for ``--algo xppo``,
-``--conf-file`` pointing at the packaged ``sb3_xppo/zoo_configs/xppo.yml``. Every rl-zoo3 flag works as in
-``python -m rl_zoo3.train`` (``--env``, ``-n``, ``--seed``, ``-params``, ``--eval-freq``, ``-tb``, ``-optimize``,
-``--storage``, ``--study-name``, ``-P``, ...) and overrides these defaults. After a training run (not after
-``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
+Defaults that differ from rl-zoo3's: ``--algo xppo``; ``--env LunarLander-v3`` (``sb3_xppo/GridMaze-v0`` for
+``--algo xppo_mask``, ``CartPoleNoVel-v1`` for ``--algo xppo_lstm``); and for the package's algorithms (``xppo``,
+``xppo_mask``, ``xppo_lstm``) ``--conf-file`` pointing at the packaged ``sb3_xppo/zoo_configs/<algo>.yml``. Every
+rl-zoo3 flag works as in ``python -m rl_zoo3.train`` (``--env``, ``-n``, ``--seed``, ``-params``, ``--eval-freq``,
+``-tb``, ``-optimize``, ``--storage``, ``--study-name``, ``-P``, ...) and overrides these defaults. Maskable models
+are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`). After a training run (not
+after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from sb3_xppo import zoo
 
@@ -25,20 +29,46 @@ def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
     """
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--algo", default=zoo.ALGO_NAME)
-    peek.add_argument("--env", default=zoo.DEFAULT_ENV)
+    peek.add_argument("--env", default=None)
     peek.add_argument("-f", "--log-folder", default="logs")
     peek.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
     known, _ = peek.parse_known_args(list(args))
-    defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.DEFAULT_ENV]
-    if known.algo == zoo.ALGO_NAME:
+    if known.env is None:
+        known.env = zoo.default_env(known.algo)
+    defaults = ["--algo", zoo.ALGO_NAME, "--env", known.env]
+    if known.algo in zoo.CONFIG_PATHS:
         # other algorithms keep rl-zoo3's own hyperparams/<algo>.yml
-        defaults += ["--conf-file", str(zoo.CONFIG_PATH)]
+        defaults += ["--conf-file", str(zoo.CONFIG_PATHS[known.algo])]
     return defaults, known
+
+
+@contextlib.contextmanager
+def _tables_before_search() -> Iterator[None]:
+    """
+    Have ``-optimize`` create optuna's tables in its ``--storage`` (:func:`sb3_xppo.zoo.prepare_storage`) before
+    rl-zoo3 opens its study, so that the workers of a distributed search may start together on a fresh database.
+    rl-zoo3 opens the storage inside ``ExperimentManager.hyperparameters_optimization`` and offers no hook there:
+    the method is wrapped while the command runs.
+    """
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    search = ExperimentManager.hyperparameters_optimization
+
+    def search_with_tables(self: ExperimentManager) -> None:
+        if self.storage is not None:
+            zoo.prepare_storage(self.storage)
+        search(self)
+
+    ExperimentManager.hyperparameters_optimization = search_with_tables  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ExperimentManager.hyperparameters_optimization = search  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """
-    Train with rl-zoo3, XPPO registered; then plot the learning curve of the new run.
+    Train with rl-zoo3, the package's algorithms registered; then plot the learning curve of the new run.
 
     :param argv: command-line arguments (default: ``sys.argv[1:]``)
     """
@@ -48,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     zoo.register()
     defaults, known = _default_args(args)
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
-    zoo.run_with_argv(train, [*defaults, *args])
+    with _tables_before_search(), zoo.masked_evaluation():
+        zoo.run_with_argv(train, [*defaults, *args])
     if known.optimize_hyperparameters:
         return
     for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):

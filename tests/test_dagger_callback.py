@@ -19,6 +19,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from torch.distributions import Categorical
 
 from sb3_xppo import XPPO, DaggerCallback, best_action, kl_loss
+from sb3_xppo.dagger_distill import StudentObsWrapper
 from sb3_xppo.dagger_distill.adapters import PolicyAdapter
 
 
@@ -52,8 +53,9 @@ def cartpole_teacher() -> PPO:
     return teacher
 
 
-def _evaluate(model, n_episodes: int = 8) -> float:
-    return float(evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=8, seed=123), n_eval_episodes=n_episodes)[0])
+def _evaluate(model, n_episodes: int = 8, env=None) -> float:
+    env = env or make_vec_env("CartPole-v1", n_envs=8, seed=123)
+    return float(evaluate_policy(model, env, n_eval_episodes=n_episodes)[0])
 
 
 def _agreement(student, teacher, obs) -> float:
@@ -100,11 +102,13 @@ def test_loaded_checkpoint_student_with_schedules_logs_and_reloads(tmp_path):
     student = PPO.load(tmp_path / "student.zip", env=make_vec_env("CartPole-v1", n_envs=4, seed=1), device="cpu")
     _csv_logger(student, tmp_path / "logs")
     obs = _cartpole_obs()
-    before = _agreement(student, teacher, obs)
+    teacher_return = _evaluate(teacher)
+    assert _evaluate(student) < 0.95 * teacher_return  # not there yet
     callback = DaggerCallback(str(tmp_path / "teacher.zip"), weight=lambda p: p, beta=lambda p: 0.5 * p)
     student.learn(2_048, callback=callback)
+    # The return, not the agreement: this teacher's logits nearly tie on many of its states (either action balances)
+    assert _evaluate(student) >= 0.95 * teacher_return
     after = _agreement(student, teacher, obs)
-    assert after > max(before, 0.9)
     with open(tmp_path / "logs" / "progress.csv") as file:
         rows = list(csv.DictReader(file))
     assert len(rows) == 8  # one per rollout of 4 envs x 64 steps
@@ -177,13 +181,13 @@ def test_xppo_rl_coef_zero_is_pure_dagger():
     critic = [p.clone() for p in student.policy.value_net.parameters()]
     critic += [p.clone() for p in student.policy.mlp_extractor.value_net.parameters()]
     actor = th.nn.utils.parameters_to_vector(student.policy.action_net.parameters()).clone()
-    obs = _cartpole_obs()
-    before = _agreement(student, teacher, obs)
+    teacher_return = _evaluate(teacher)
+    assert _evaluate(student) < 0.95 * teacher_return  # not there yet
     student.learn(2_048, callback=DaggerCallback(teacher, rl_coef=0.0, beta=0.5))
     after_critic = [*student.policy.value_net.parameters(), *student.policy.mlp_extractor.value_net.parameters()]
     assert all(th.equal(a, b) for a, b in zip(critic, after_critic, strict=True))
     assert not th.equal(actor, th.nn.utils.parameters_to_vector(student.policy.action_net.parameters()))
-    assert _agreement(student, teacher, obs) > max(before, 0.9)
+    assert _evaluate(student) >= 0.95 * teacher_return  # the return: see the test above
 
 
 @pytest.mark.slow
@@ -255,7 +259,7 @@ def test_maskable_ppo_student_with_a_callable_teacher():
 
 
 def test_maskable_allowed_actions_by_hand():
-    from sb3_xppo.dagger_distill.callback import _allowed
+    from sb3_xppo.dagger_distill.adapters import actions_allowed as _allowed
 
     masks = np.array([[1, 0, 1, 1, 0], [0, 1, 1, 0, 1]])  # MultiDiscrete([2, 3]): blocks of 2 and 3
     actions = th.tensor([[0, 1], [1, 2]])
@@ -282,18 +286,22 @@ class _Privileged(gym.ObservationWrapper):
 
 @pytest.mark.slow
 def test_privileged_dict_teacher():
+    """The teacher reads the true state ('privileged'); the student's policy only ever receives the noisy view."""
     teacher = cartpole_teacher()  # trained on the true state: reads the 'privileged' key
-    env = make_vec_env("CartPole-v1", n_envs=4, seed=0, wrapper_class=_Privileged)
-    student = PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu")
+    full = make_vec_env("CartPole-v1", n_envs=4, seed=0, wrapper_class=_Privileged)
+    student = PPO("MlpPolicy", StudentObsWrapper(full, "noisy"), n_steps=64, seed=0, device="cpu")
+    assert student.observation_space == full.observation_space["noisy"]
     with pytest.raises(ValueError, match="pass teacher_obs_keys"):
         student.learn(64, callback=DaggerCallback(teacher))
     with pytest.raises(ValueError, match="no key"):
         student.learn(64, callback=DaggerCallback(teacher, teacher_obs_keys="state"))
+    student_inputs = []
+    student.policy.features_extractor.register_forward_pre_hook(lambda _, inputs: student_inputs.append(inputs[0]))
     student.learn(2_048, callback=DaggerCallback(teacher, teacher_obs_keys="privileged"))
-    obs = _cartpole_obs()
-    dict_obs = {"noisy": obs, "privileged": obs}
-    actions, _ = student.predict(dict_obs, deterministic=True)
-    assert np.mean(actions == teacher.predict(obs, deterministic=True)[0]) > 0.9
+    assert student_inputs and all(isinstance(x, th.Tensor) and x.shape[1:] == (4,) for x in student_inputs)
+    # It balances as the teacher does, on the noisy view alone
+    noisy = StudentObsWrapper(make_vec_env("CartPole-v1", n_envs=8, seed=123, wrapper_class=_Privileged), "noisy")
+    assert _evaluate(student, env=noisy) >= 0.95 * _evaluate(teacher)
     # A callable teacher gets exactly the key it reads
     seen = []
 

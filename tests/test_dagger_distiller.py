@@ -57,6 +57,7 @@ def test_loop_learns_the_teacher():
         "dataset_size",
         "agreement",
         "reward",
+        "forbidden_labels",
         "loss",
         "policy",
         "entropy",

@@ -175,6 +175,24 @@ def test_float32_under_autocast(dtype):
     assert th.allclose(loss, expected)
 
 
+@pytest.mark.parametrize("fn", [ppo_actor_loss, spo_actor_loss])
+@pytest.mark.parametrize(
+    "kwargs", [dict(), dict(mask=th.ones(3, 7)), dict(normalize_advantages=True, delightful=True, dual_clip=True)]
+)
+def test_float64_stays_float64(fn, kwargs):
+    # float64 inputs are computed in float64 (only float16/bfloat16 are upcast, to float32), also under autocast
+    logp, old, adv = (t.detach().double() for t in make_inputs())
+    logp.requires_grad_()
+    with th.autocast("cpu", dtype=th.bfloat16):
+        loss = fn(logp, old, adv, **kwargs)
+    assert loss.dtype == th.float64
+    loss.sum().backward()
+    assert logp.grad.dtype == th.float64
+    # float64 precision, not float32's: a log ratio of 1e-12 moves the loss of an unclipped sample by ~1e-12
+    tiny = fn(th.tensor([1e-12], dtype=th.float64), th.zeros(1, dtype=th.float64), th.ones(1, dtype=th.float64))
+    assert tiny.item() != -1.0 and abs(tiny.item() + 1.0) < 2e-12
+
+
 def test_nan_safe_at_masked_steps():
     logp, old, adv = make_inputs()
     mask = th.ones(3, 7, dtype=th.bool)

@@ -391,6 +391,30 @@ def test_combine_errors():
         combine_grouped_advantages(adv, mask=th.ones(2, 4))
 
 
+@pytest.mark.parametrize("weights", [[0.0, 0.0, 0.0], [1.0, -1.0, 0.0], [0.1, 0.2, -0.3]])
+def test_combine_mean_refuses_weights_summing_to_zero(weights):
+    adv = rand(2, 3, 5)
+    with pytest.raises(ValueError, match="weights sum to 0"):
+        combine_grouped_advantages(adv, weights=weights)
+    with pytest.raises(ValueError, match="weights sum to 0"):
+        calc_gae(adv, rand(2, 3, 5, seed=1), weights=weights, group_dim=1)
+    # the reduces that do not divide by the sum take such weights: e.g. a difference of two groups
+    raw = combine_grouped_advantages(adv, weights=weights, normalize=False, reduce="sum")
+    assert th.allclose(raw, sum(w * adv[:, k] for k, w in enumerate(weights)))
+
+
+def test_lens_on_another_device():
+    rewards, values = rand(2, 5), rand(2, 5, seed=1)
+    # moved to the data's device (CPU lens for data on the meta device, which needs no accelerator)
+    gae = calc_gae(rewards.to("meta"), values.to("meta"), lens=th.tensor([5, 3]), return_advantages=True)
+    assert gae.returns.device.type == gae.advantages.device.type == "meta" and gae.advantages.shape == (2, 5)
+    assert calc_returns(rewards.to("meta"), lens=th.tensor([5, 3]), next_value=1.0).shape == (2, 5)
+    # lens on a device they cannot leave: a ValueError naming both devices
+    for fn in (lambda lens: calc_gae(rewards, values, lens=lens), lambda lens: calc_returns(rewards, lens=lens)):
+        with pytest.raises(ValueError, match="lens is on device meta and rewards on cpu"):
+            fn(th.tensor([5, 3], device="meta"))
+
+
 def test_every_option_combination_runs_on_grouped_inputs():
     # smoke over the keyword cross-product on grouped inputs, each checked against the per-group computation
     b, g, n = 2, 2, 70

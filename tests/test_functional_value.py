@@ -127,3 +127,13 @@ def test_value_loss_errors():
         clipped_value_loss_fn(v, old, ret, reduction="avg")
     with pytest.raises(ValueError, match="mask"):
         clipped_value_loss_fn(v, old, ret, mask=th.ones(4, 3))
+
+
+@pytest.mark.parametrize("fn", [clipped_value_loss_fn, improved_value_clipping_fn])
+def test_lens_on_another_device(fn):
+    v, old, ret = (x.detach() for x in inputs((2, 5)))
+    # moved to the values' device (CPU lens for values on the meta device, which needs no accelerator)
+    meta = fn(v.to("meta"), old.to("meta"), ret.to("meta"), lens=th.tensor([5, 3]), reduction="none")
+    assert meta.device.type == "meta" and meta.shape == (2, 5)
+    with pytest.raises(ValueError, match="lens is on device meta and values on cpu"):
+        fn(v, old, ret, lens=th.tensor([5, 3], device="meta"))

@@ -9,6 +9,7 @@ import pytest
 import torch as th
 from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
+from helpers import params_equal
 from reference import zscore_loop
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -26,10 +27,6 @@ from sb3_xppo.multi_critic import (
 )
 
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, device="cpu")
-
-
-def params_equal(a: th.nn.Module, b: th.nn.Module) -> bool:
-    return all(th.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
 
 
 class GroupEnv(gym.Env):

@@ -40,11 +40,11 @@ def shell_commands() -> list[str]:
 
 
 def ci_commands() -> list[str]:
-    """:return: the install and test commands of .ci/run (style checks and shell set-up left out)"""
+    """:return: the install and test commands of .ci/run (style checks, shell set-up and CI's own scripts left out)"""
     commands = []
     for line in (ROOT / ".ci" / "run").read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line and not line.startswith(("set ", "cd ", "ruff ")):
+        if line and not line.startswith(("set ", "cd ", "ruff ", "bash .ci/")):
             commands.append(line)
     return commands
 

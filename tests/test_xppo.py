@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from helpers import params_equal
 from rl_zoo3.utils import linear_schedule
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
@@ -31,10 +32,6 @@ from sb3_xppo.xppo.buffers import rollout_gae
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, policy_kwargs=dict(net_arch=[16]), device="cpu")
 
 
-def params_equal(a: th.nn.Module, b: th.nn.Module) -> bool:
-    return all(th.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
-
-
 # --- exact reproduction of PPO ---------------------------------------------------------------------------------------
 
 
@@ -44,6 +41,8 @@ def params_equal(a: th.nn.Module, b: th.nn.Module) -> bool:
     [
         dict(),  # value_loss='mse' without clip_range_vf
         dict(value_loss="sb3", clip_range_vf=0.1),
+        # PPO's meaning of clip_range_vf without value_loss, with a clip that bites on every sample
+        dict(clip_range_vf=1e-3),
         # early stopping on target_kl; the last train() runs at progress 0, where the clip range is 0
         dict(clip_range=LinearSchedule(0.3, 0.0, 1.0), target_kl=0.001, learning_rate=3e-3, normalize_advantage=True),
     ],
@@ -61,6 +60,33 @@ def test_reproduces_ppo_exactly(env_id, kwargs):
     assert params_equal(ppo.policy, xppo.policy)
     for key in ["train/policy_gradient_loss", "train/value_loss", "train/approx_kl", "train/clip_fraction", "train/loss"]:
         assert ppo.logger.name_to_value[key] == pytest.approx(xppo.logger.name_to_value[key], rel=1e-6, abs=1e-9), key
+
+
+def test_clip_range_vf_bites():
+    """Negative control for the clip_range_vf=1e-3 reproduction: without the clipping the parameters differ."""
+    config = dict(n_steps=32, batch_size=32, n_epochs=2, seed=5, policy_kwargs=dict(net_arch=[16]), device="cpu")
+    ppo = PPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).learn(64)
+    with pytest.warns(UserWarning, match="clip_range_vf is ignored"):
+        unclipped = XPPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, value_loss="mse", **config)
+    assert not params_equal(ppo.policy, unclipped.learn(64).policy)
+    assert XPPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).value_loss == "sb3"
+    assert XPPO("MlpPolicy", "Pendulum-v1", **config).value_loss == "mse"
+
+
+def test_ppo_checkpoint_with_clip_range_vf_trains_as_ppo(tmp_path):
+    """XPPO.load of a PPO checkpoint saved with clip_range_vf keeps PPO's value clipping."""
+    config = dict(n_steps=32, batch_size=32, n_epochs=2, seed=1, policy_kwargs=dict(net_arch=[16]), device="cpu")
+    PPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).learn(32).save(tmp_path / "ppo")
+    ppo = PPO.load(tmp_path / "ppo", env=make_vec_env("Pendulum-v1", seed=0), device="cpu")
+    xppo = XPPO.load(tmp_path / "ppo", env=make_vec_env("Pendulum-v1", seed=0), device="cpu")
+    assert xppo.value_loss == "sb3"
+    for model in (ppo, xppo):
+        model.set_random_seed(3)
+        model.learn(64, reset_num_timesteps=False)
+    assert params_equal(ppo.policy, xppo.policy)
+    # and saved again by XPPO, the resolved value loss comes back
+    xppo.save(tmp_path / "xppo")
+    assert XPPO.load(tmp_path / "xppo", device="cpu").value_loss == "sb3"
 
 
 def test_reproduces_ppo_when_a_linear_clip_schedule_overshoots_the_budget():
@@ -222,6 +248,42 @@ def test_actor_losses_and_clip_stats_hand_computed(kwargs, policy_loss):
     assert logs["train/loss"] == pytest.approx(policy_loss + 0.5 * logs["train/value_loss"], rel=1e-5)
 
 
+def test_dual_clip_fraction_counts_the_clamped_ratio():
+    # The last sample (A = -1, r = 1.5 > c = 1.4) is dual-clipped; with the log-ratio clamped to +-0.1 the loss
+    # sees r = e^0.1 < 1.4, and the bound is never active
+    assert train_on_fixed_batch(dual_clip=1.4)["train/dual_clip_fraction"] == pytest.approx(0.25)
+    assert train_on_fixed_batch(dual_clip=1.4, log_ratio_clamp=0.1)["train/dual_clip_fraction"] == 0.0
+
+
+@pytest.mark.parametrize("actor_loss", ["spo", "asymmetric_spo"])
+@pytest.mark.parametrize("progress", [0.0, -0.03])
+def test_spo_at_the_end_of_a_linear_clip_schedule(actor_loss, progress):
+    """SPO divides by the clip range: once a linear schedule reaches 0 the actor is left alone, the critic learns."""
+    model = XPPO("MlpPolicy", "Pendulum-v1", actor_loss=actor_loss, clip_range=linear_schedule(0.2), ent_coef=0.01,
+                 n_steps=64, batch_size=16, n_epochs=4, seed=0, policy_kwargs=dict(net_arch=[16]), device="cpu")  # fmt: skip
+    model.learn(64)
+    before = copy.deepcopy(model.policy.state_dict())
+    optimizer_steps = [s["step"].clone() for s in model.policy.optimizer.state.values()]
+    model._current_progress_remaining = progress
+    model.train()
+    after = model.policy.state_dict()
+    assert all(th.isfinite(p).all() for p in after.values())
+    actor = [k for k in after if k.startswith(("mlp_extractor.policy_net", "action_net", "log_std"))]
+    critic = [k for k in after if k.startswith(("mlp_extractor.value_net", "value_net"))]
+    assert actor and critic
+    assert all(th.equal(before[k], after[k]) for k in actor)
+    assert all(not th.equal(before[k], after[k]) for k in critic)
+    # the critic's steps are ordinary ones: Adam moves each parameter by at most ~lr per step
+    steps = model.n_epochs * 64 // 16
+    assert max((after[k] - before[k]).abs().max().item() for k in critic) <= 1.5 * steps * model.learning_rate
+    assert np.isfinite(model.logger.name_to_value["train/loss"])
+    assert model.logger.name_to_value["train/policy_gradient_loss"] == 0.0
+    assert optimizer_steps  # the optimizer had state before; the model trains on afterwards
+    model._current_progress_remaining = 0.5
+    model.train()
+    assert not th.equal(before["action_net.weight"], model.policy.state_dict()["action_net.weight"])
+
+
 def test_clip_range_pair_logged():
     logs = train_on_fixed_batch(clip_range=(0.6, 0.3))
     assert logs["train/clip_range_low"] == pytest.approx(0.6)
@@ -324,6 +386,8 @@ def test_normalize_advantage_modes():
         (dict(dual_clip=1.0), "dual_clip must be None or a number > 1"),
         (dict(dual_clip=0.5), "dual_clip must be None or a number > 1"),
         (dict(dual_clip=True), "dual_clip must be None or a number > 1"),
+        (dict(actor_loss="spo", dual_clip=3.0), "removes SPO's restoring gradient"),
+        (dict(actor_loss="asymmetric_spo", dual_clip=3.0), "dual_clip cannot be combined with actor_loss='asymmetric_spo'"),
         (dict(clip_range=0.0), r"clip_range must be a number in \(0, 1\)"),
         (dict(clip_range=1.0), r"clip_range must be a number in \(0, 1\)"),
         (dict(clip_range=-0.2), r"clip_range must be a number in \(0, 1\)"),
@@ -345,7 +409,7 @@ def test_constructor_errors(kwargs, match):
 
 def test_mse_with_clip_range_vf_warns():
     with pytest.warns(UserWarning, match="clip_range_vf is ignored by value_loss='mse'"):
-        XPPO("MlpPolicy", "CartPole-v1", clip_range_vf=0.2)
+        XPPO("MlpPolicy", "CartPole-v1", clip_range_vf=0.2, value_loss="mse")
 
 
 def test_log_ratio_clamp_forms():
@@ -441,7 +505,8 @@ POLICIES = {"image": "CnnPolicy", "dict": "MultiInputPolicy"}
 # Every loss option appears at least once, each bundle on every space
 LOSS_OPTIONS = [
     dict(actor_loss="clip", value_loss="mse"),
-    dict(actor_loss="spo", value_loss="sb3", clip_range_vf=0.2, dual_clip=2.0, normalize_advantage="rollout"),
+    dict(actor_loss="spo", value_loss="sb3", clip_range_vf=0.2, normalize_advantage="rollout"),
+    dict(dual_clip=2.0, clip_range_vf=0.2),
     dict(actor_loss="asymmetric_spo", value_loss="clipped", clip_range_vf=0.5, delightful=True, clip_range=(0.1, 0.3)),
     dict(value_loss="improved", clip_range_vf=LinearSchedule(0.5, 0.1, 1.0), log_ratio_clamp=5.0, normalize_advantage=False,
          clip_range=(LinearSchedule(0.3, 0.1, 0.5), 0.25)),
@@ -544,7 +609,7 @@ def test_policy_aliases_and_exports():
 @pytest.mark.skipif(not th.cuda.is_available(), reason="needs CUDA")
 def test_cuda_train():
     model = XPPO("MlpPolicy", "Pendulum-v1", device="cuda", actor_loss="spo", value_loss="improved", clip_range_vf=0.5,
-                 dual_clip=3.0, n_steps=64, batch_size=32)  # fmt: skip
+                 log_ratio_clamp=5.0, n_steps=64, batch_size=32)  # fmt: skip
     model.learn(128)
     assert model.policy.device.type == "cuda"
     assert np.isfinite(model.logger.name_to_value["train/loss"])

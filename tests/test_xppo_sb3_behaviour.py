@@ -396,7 +396,9 @@ def test_predict(env_id):
 # --- test_deterministic.py -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(actor_loss="spo", value_loss="improved", clip_range_vf=0.5, dual_clip=3.0)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(), dict(actor_loss="spo", value_loss="improved", clip_range_vf=0.5), dict(dual_clip=3.0)]
+)
 def test_deterministic_training(kwargs):
     results, rewards = [[], []], [[], []]
     for i in range(2):

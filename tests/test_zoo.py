@@ -91,9 +91,13 @@ def test_config_ships_inside_the_package(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    assert (build_lib / "sb3_xppo" / "zoo_configs" / "xppo.yml").read_text() == zoo.CONFIG_PATH.read_text()
-    assert zoo.CONFIG_PATH.parent.parent == Path(sb3_xppo.__file__).resolve().parent
-    assert (REPO_ROOT / "zoo_configs" / "xppo.yml").resolve() == zoo.CONFIG_PATH
+    assert set(zoo.CONFIG_PATHS) == {"xppo", "xppo_mask", "xppo_lstm"}
+    for algo, config_path in zoo.CONFIG_PATHS.items():
+        assert config_path.name == f"{algo}.yml"
+        assert (build_lib / "sb3_xppo" / "zoo_configs" / config_path.name).read_text() == config_path.read_text()
+        assert config_path.parent.parent == Path(sb3_xppo.__file__).resolve().parent
+        assert (REPO_ROOT / "zoo_configs" / config_path.name).resolve() == config_path
+    assert zoo.CONFIG_PATHS["xppo"] == zoo.CONFIG_PATH
 
 
 def test_config_has_the_promised_entries() -> None:
@@ -209,7 +213,9 @@ def test_converter_by_hand() -> None:
     assert params["policy_kwargs"]["net_arch"] == {"pi": [64], "vf": [64]}
     assert params["normalize_advantage"] is False
     assert params["clip_range_vf"] is None  # 'mse' does not clip: the drawn clip range is dropped
-    assert (params["actor_loss"], params["dual_clip"], params["delightful"]) == ("spo", 3.0, True)
+    # SPO refuses dual clipping: the drawn threshold is dropped; the clip loss keeps it
+    assert (params["actor_loss"], params["dual_clip"], params["delightful"]) == ("spo", None, True)
+    assert zoo.convert_xppo_params({**raw, "actor_loss": "clip"})["dual_clip"] == 3.0
     clipped = zoo.convert_xppo_params({**raw, "value_loss": "improved", "normalize_advantage": "rollout"})
     assert (clipped["clip_range_vf"], clipped["normalize_advantage"]) == (0.5, "rollout")
 

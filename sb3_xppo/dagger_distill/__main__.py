@@ -8,6 +8,19 @@ Pure DAgger, no RL: the student acts, the teacher labels every visited state, th
 dataset with its own optimizer. OUT is saved by the student's own class, so ``PPO.load(OUT)`` (or SAC, A2C, ...)
 continues with stock Stable-Baselines3. A progress bar shows the loss and the agreement; a final evaluation compares
 the teacher's and the student's returns.
+
+The student's class comes from ``--student-algo`` or, for ``--student``, from the checkpoint (its policy class and
+saved options): RecurrentPPO / RecurrentXPPO students (``ppo_lstm``, ``xppo_lstm``) store with each visited state the
+LSTM state they saw and fit through one LSTM step from it; MaskablePPO / MaskableXPPO students (``ppo_mask``,
+``xppo_mask``) store each state's action masks (the env's ``action_masks()``), fit their masked distribution, and
+drop (and count) the teacher's labels the mask forbids (see :class:`~sb3_xppo.dagger_distill.DaggerCallback`). A
+recurrent teacher is refused.
+
+A teacher trained by rl-zoo3 (``logs/<algo>/<env>_<id>/<env>.zip`` or ``best_model.zip``) comes with its settings in
+``logs/<algo>/<env>_<id>/<env>/``, read as ``rl_zoo3.enjoy`` reads them: the env is built with the config's
+``env_wrapper`` / ``vec_env_wrapper`` and the ``env_kwargs`` of ``config.yml`` and ``args.yml`` (``--env-kwargs``
+overrides), and when the config says ``normalize`` the teacher reads observations normalized by its
+``vecnormalize.pkl`` (frozen). The student acts on the raw observations.
 """
 
 from __future__ import annotations
@@ -15,12 +28,15 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch as th
 from gymnasium import spaces
+from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_masked_policy
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -28,14 +44,20 @@ from stable_baselines3.common.utils import get_device, set_random_seed
 from tqdm.auto import tqdm
 
 from sb3_xppo.dagger_distill.adapters import (
-    ObsKeys,
     PolicyAdapter,
+    PolicyInput,
     SB3VecEnvAdapter,
+    TeacherObs,
     action_clipper,
+    frozen_vec_normalize,
+    is_maskable,
+    is_recurrent,
     load_sb3_model,
+    obs_of,
     resolve_algo,
     same_action_space,
-    select_obs,
+    same_obs_space,
+    select_space,
     student_optimizer,
     teacher_obs_keys,
 )
@@ -67,15 +89,37 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--student-algo",
         default=None,
-        help="algorithm of a fresh student (ppo, a2c, xppo, trpo, ppo_mask, sac, td3), or of --student (default: inferred)",
+        help="algorithm of a fresh student (ppo, a2c, xppo, trpo, ppo_mask, xppo_mask, ppo_lstm, xppo_lstm, sac, td3), "
+        "or of --student (default: inferred from the checkpoint)",
     )
     parser.add_argument(
-        "--policy", default=None, help="policy of a fresh student (default: MlpPolicy, MultiInputPolicy for Dict)"
+        "--policy",
+        default=None,
+        help="policy of a fresh student (default: MlpPolicy, MultiInputPolicy for Dict; MlpLstmPolicy, "
+        "MultiInputLstmPolicy for recurrent students)",
     )
     parser.add_argument(
         "--policy-kwargs", default=None, help='policy_kwargs of a fresh student, e.g. "dict(net_arch=[64, 64])"'
     )
     parser.add_argument("--env", required=True, help="gymnasium environment id")
+    parser.add_argument(
+        "--env-kwargs", nargs="+", default=None, metavar="KEY:VALUE", help="keyword arguments of the env (rl-zoo3's format)"
+    )
+    parser.add_argument(
+        "--env-wrapper", nargs="+", default=None, help="gymnasium wrappers (module.Class), instead of the zoo config's"
+    )
+    parser.add_argument(
+        "--teacher-vec-normalize",
+        default=None,
+        help="the teacher's VecNormalize statistics (.pkl); default: rl-zoo3's <teacher dir>/<env>/vecnormalize.pkl "
+        "when its config says normalize",
+    )
+    parser.add_argument(
+        "--no-teacher-vec-normalize", action="store_true", help="the teacher reads raw observations, whatever the config"
+    )
+    parser.add_argument(
+        "--no-zoo-config", action="store_true", help="ignore the rl-zoo3 settings saved beside the teacher checkpoint"
+    )
     parser.add_argument("--n-envs", type=int, default=8, help="parallel environments")
     parser.add_argument("--timesteps", type=int, required=True, help="environment steps to collect")
     parser.add_argument("--out", required=True, help="where to save the distilled student (.zip)")
@@ -94,24 +138,123 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-class _KeySelectingPredictor:
-    """A model that reads some keys of a Dict observation, for ``evaluate_policy``."""
+class _TeacherPredictor:
+    """The teacher on the raw observations, for ``evaluate_policy``: it reads its keys, normalized by its statistics."""
 
-    def __init__(self, model: BaseAlgorithm, keys: ObsKeys) -> None:
-        self.model, self.keys = model, keys
+    def __init__(self, model: BaseAlgorithm, teacher_obs: TeacherObs) -> None:
+        self.model, self.teacher_obs = model, teacher_obs
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False) -> Any:
-        return self.model.predict(select_obs(observation, self.keys), state, episode_start, deterministic)
+        return self.model.predict(self.teacher_obs.numpy(observation), state, episode_start, deterministic)
+
+
+def _python(text: str, flag: str) -> Any:
+    """A Python literal or expression of the command line, as rl-zoo3 reads them (no builtins but dict and torch)."""
+    try:
+        return eval(text, {"__builtins__": {}}, {"dict": dict, "nn": th.nn, "th": th})
+    except Exception as error:
+        raise ValueError(f"{flag}: cannot read {text!r} ({error})") from None
 
 
 def _policy_kwargs(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     # rl-zoo3's convention: a Python expression such as "dict(net_arch=[64, 64], activation_fn=nn.ReLU)"
-    kwargs = eval(text, {"__builtins__": {}}, {"dict": dict, "nn": th.nn, "th": th})
+    kwargs = _python(text, "--policy-kwargs")
     if not isinstance(kwargs, dict):
         raise ValueError(f"--policy-kwargs must give a dict, got {kwargs!r}")
     return kwargs
+
+
+def _env_kwargs(items: Sequence[str] | None) -> dict[str, Any]:
+    """``key:value`` pairs, the value a Python literal (rl-zoo3's ``--env-kwargs``)."""
+    kwargs: dict[str, Any] = {}
+    for item in items or []:
+        key, colon, value = item.partition(":")
+        if not key or not colon:
+            raise ValueError(f"--env-kwargs takes key:value pairs, got {item!r}")
+        kwargs[key] = _python(value, f"--env-kwargs {key}")
+    return kwargs
+
+
+class ZooSettings:
+    """
+    How the teacher's env was built, from the rl-zoo3 run it comes from (as ``rl_zoo3.enjoy`` reads it) and the
+    command line: gymnasium / VecEnv wrappers, env keyword arguments and the teacher's ``VecNormalize`` statistics.
+
+    :param args: the parsed command line
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.hyperparams: dict[str, Any] = {}
+        self.env_kwargs: dict[str, Any] = {}
+        self.vec_normalize_path: str | None = None
+        settings = None if args.no_zoo_config else self._zoo_settings_dir(args.teacher, args.env)
+        if settings is not None:
+            import yaml  # rl-zoo3's dependency, present when its settings are read
+            from rl_zoo3.utils import get_saved_hyperparams
+
+            self.hyperparams, _ = get_saved_hyperparams(str(settings), norm_reward=False, test_mode=True)
+            self.env_kwargs = dict(self.hyperparams.pop("env_kwargs", None) or {})
+            args_file = settings / "args.yml"
+            if args_file.is_file():  # the env_kwargs of the training command line replace the config's
+                with open(args_file) as file:
+                    saved = yaml.load(file, Loader=yaml.UnsafeLoader)
+                if saved.get("env_kwargs") is not None:
+                    self.env_kwargs = dict(saved["env_kwargs"])
+            if self.hyperparams.get("frame_stack", 0):
+                raise ValueError(
+                    f"the teacher's rl-zoo3 config ({settings}) stacks frames (frame_stack), which distillation does not "
+                    "support; pass --no-zoo-config to build the env yourself"
+                )
+            if self.hyperparams.get("normalize"):
+                path = settings / "vecnormalize.pkl"
+                if not path.is_file():
+                    raise ValueError(f"the teacher's rl-zoo3 config says normalize but there is no {path}")
+                self.vec_normalize_path = str(path)
+        self.env_kwargs.update(_env_kwargs(args.env_kwargs))
+        if args.env_wrapper is not None:
+            self.hyperparams["env_wrapper"] = args.env_wrapper
+        if args.teacher_vec_normalize is not None:
+            self.vec_normalize_path = args.teacher_vec_normalize
+        if args.no_teacher_vec_normalize:
+            self.vec_normalize_path = None
+
+    @staticmethod
+    def _zoo_settings_dir(teacher: str, env_id: str) -> pathlib.Path | None:
+        """rl-zoo3's ``<log dir>/<env name>/`` beside the checkpoint (None when there is none)."""
+        try:
+            from rl_zoo3.utils import EnvironmentName
+        except ImportError:
+            # Without rl-zoo3 its settings cannot be read: refuse to ignore them silently
+            folder = pathlib.Path(teacher).parent / env_id.replace("/", "-")
+            if (folder / "config.yml").is_file() or (folder / "vecnormalize.pkl").is_file():
+                raise ValueError(
+                    f"{folder} holds the rl-zoo3 settings of the teacher; install rl-zoo3 (pip install sb3-xppo[extra]) "
+                    "to use them, or pass --no-zoo-config (and --teacher-vec-normalize)"
+                ) from None
+            return None
+        folder = pathlib.Path(teacher).parent / str(EnvironmentName(env_id))
+        return folder if folder.is_dir() else None
+
+    def wrapper(self, key: str = "env_wrapper") -> Callable[..., Any] | None:
+        """The env (``env_wrapper``) or VecEnv (``vec_env_wrapper``) wrapper, rl-zoo3's way."""
+        if self.hyperparams.get(key) is None:
+            return None
+        try:
+            from rl_zoo3.utils import get_wrapper_class
+        except ImportError:
+            raise ValueError(f"{key} needs rl-zoo3 to build the wrappers: pip install sb3-xppo[extra]") from None
+
+        return get_wrapper_class(self.hyperparams, key)
+
+    def make_env(self, env_id: str, n_envs: int, seed: int) -> Any:
+        """
+        :return: the env as the teacher was trained in, without its normalization (the teacher gets that itself)
+        """
+        venv = make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=self.wrapper(), env_kwargs=self.env_kwargs)
+        vec_wrapper = self.wrapper("vec_env_wrapper")
+        return venv if vec_wrapper is None else vec_wrapper(venv)
 
 
 def distill(args: argparse.Namespace) -> dict[str, float]:
@@ -119,7 +262,8 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
     Run the distillation the arguments describe, save the student, evaluate both.
 
     :param args: parsed arguments (see :func:`parse_args`)
-    :return: ``collected`` steps, final ``loss`` and ``agreement``, and the mean evaluation returns
+    :return: ``collected`` steps, final ``loss`` and ``agreement``, the share of ``forbidden_labels`` (teacher labels
+        a maskable student's masks forbid; 0 for other students), and the mean evaluation returns
         ``teacher_return`` and ``student_return`` (NaN without evaluation)
     """
     for name in ("n_envs", "timesteps", "collect_steps", "epochs", "batch_size", "buffer_size"):
@@ -130,17 +274,47 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
     set_random_seed(args.seed)
     device = get_device(args.device)
     teacher = load_sb3_model(args.teacher, args.teacher_algo, device=device)
-    venv = make_vec_env(args.env, n_envs=args.n_envs, seed=args.seed)
+    if is_recurrent(teacher.policy):
+        raise ValueError(
+            f"the teacher is recurrent ({type(teacher).__name__}): a recurrent teacher is not supported; distill from a "
+            "feed-forward teacher"
+        )
+    zoo = ZooSettings(args)
+    venv = zoo.make_env(args.env, args.n_envs, args.seed)
     if args.student is not None:
         student = load_sb3_model(args.student, args.student_algo, device=device, env=venv)
     else:
-        policy = args.policy or ("MultiInputPolicy" if isinstance(venv.observation_space, spaces.Dict) else "MlpPolicy")
         algo: Any = resolve_algo(args.student_algo)
+        kind = "Lstm" if issubclass(algo, RecurrentPPO) else ""
+        policy = args.policy or (
+            f"MultiInput{kind}Policy" if isinstance(venv.observation_space, spaces.Dict) else f"Mlp{kind}Policy"
+        )
         student = algo(policy, venv, seed=args.seed, device=device, policy_kwargs=_policy_kwargs(args.policy_kwargs))
     if not same_action_space(teacher.action_space, student.action_space):
         raise ValueError(f"the teacher acts in {teacher.action_space} but the student in {student.action_space}")
     obs_keys = args.teacher_obs_keys[0] if args.teacher_obs_keys and len(args.teacher_obs_keys) == 1 else args.teacher_obs_keys
     keys = teacher_obs_keys(student.observation_space, teacher.observation_space, obs_keys)
+    vec_normalize = None
+    if zoo.vec_normalize_path is not None:
+        vec_normalize = frozen_vec_normalize(zoo.vec_normalize_path)
+        teacher_space = select_space(student.observation_space, keys)
+        if not same_obs_space(vec_normalize.observation_space, teacher_space):
+            raise ValueError(
+                f"--teacher-vec-normalize {zoo.vec_normalize_path} normalizes {vec_normalize.observation_space} but the "
+                f"teacher reads {teacher_space}"
+            )
+        print(f"the teacher reads observations normalized by {zoo.vec_normalize_path}")
+    teacher_obs = TeacherObs(keys, vec_normalize)
+    # The teacher's (normalized) observations, stored beside the student's; without statistics the adapter selects.
+    # A maskable teacher reads a maskable student's action masks too (as in the callback)
+    teacher_state_fn = None
+    if vec_normalize is not None:
+
+        def teacher_state_fn(states: Any, info: Any, step: int) -> Any:
+            obs = teacher_obs(obs_of(states), student.device)
+            if is_maskable(teacher.policy) and isinstance(states, PolicyInput) and "action_masks" in states:
+                return PolicyInput(obs=obs, action_masks=states["action_masks"])
+            return obs
 
     optimizer = student_optimizer(student)
     if args.lr is not None:
@@ -152,9 +326,10 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         atol = th.as_tensor(0.05 * (space.high - space.low), dtype=th.float32, device=student.device)
     distiller = DaggerDistiller(
         PolicyAdapter(student.policy),
-        PolicyAdapter(teacher.policy, keys),
+        PolicyAdapter(teacher.policy, None if vec_normalize is not None else keys),
         loss_fn=LOSSES[args.loss],
-        env=SB3VecEnvAdapter(venv, student.device),
+        teacher_state_fn=teacher_state_fn,
+        env=SB3VecEnvAdapter(venv, student.device, student.policy),
         optimizer=optimizer,
         batch_size=args.batch_size,
         max_dataset_size=args.buffer_size,
@@ -165,26 +340,32 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         device=student.device,
     )
     teacher.policy.set_training_mode(False)
-    collected, stats = 0, {"loss": math.nan, "agreement": math.nan}
+    collected, stats = 0, {"loss": math.nan, "agreement": math.nan, "forbidden_labels": math.nan}
+    forbidden = 0.0
     with tqdm(total=args.timesteps, unit="step", disable=args.no_progress_bar, desc="DAgger") as bar:
         while collected < args.timesteps:
             steps = min(args.collect_steps, math.ceil((args.timesteps - collected) / args.n_envs))
             new_states = steps * args.n_envs
             out = distiller.step(steps, gradient_steps=math.ceil(new_states * args.epochs / args.batch_size))
             collected += int(out["collected"])
-            stats = {"loss": out["loss"], "agreement": out["agreement"]}
+            forbidden += out["forbidden_labels"] * out["collected"]
+            stats = {"loss": out["loss"], "agreement": out["agreement"], "forbidden_labels": forbidden / collected}
             bar.update(int(out["collected"]))
             bar.set_postfix(loss=f"{out['loss']:.3f}", agreement=f"{out['agreement']:.2f}")
     student.num_timesteps += collected
     student.save(args.out)
     print(f"saved the student ({type(student).__name__}) to {args.out} after {collected} steps")
+    if is_maskable(student.policy):
+        print(f"{stats['forbidden_labels']:.1%} of the teacher's labels were actions the masks forbid (not fitted)")
 
     result = dict(collected=float(collected), **stats, teacher_return=math.nan, student_return=math.nan)
     if args.eval_episodes > 0:
-        eval_env = make_vec_env(args.env, n_envs=1, seed=args.seed + 1000)
+        eval_env = zoo.make_env(args.env, 1, args.seed + 1000)
         returns: dict[str, tuple[float, float]] = {}
-        for name, model in (("teacher", _KeySelectingPredictor(teacher, keys)), ("student", student)):
-            mean, std = evaluate_policy(model, eval_env, n_eval_episodes=args.eval_episodes)  # type: ignore[arg-type]
+        for name, model in (("teacher", _TeacherPredictor(teacher, teacher_obs)), ("student", student)):
+            # A maskable student acts with the env's masks, as it was trained to
+            evaluate: Any = evaluate_masked_policy if name == "student" and is_maskable(student.policy) else evaluate_policy
+            mean, std = evaluate(model, eval_env, n_eval_episodes=args.eval_episodes)
             returns[name] = (float(mean), float(std))  # type: ignore[arg-type]  # floats without return_episode_rewards
         print(f"{'':8} {'mean return':>12} {'std':>8}   ({args.eval_episodes} episodes, deterministic)")
         for name, (mean, std) in returns.items():

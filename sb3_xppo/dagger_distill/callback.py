@@ -2,28 +2,44 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import RolloutBufferSamples, Schedule
 from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor
+from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 from torch.distributions import Categorical
 
 from sb3_xppo.dagger_distill.adapters import (
     ObsKeys,
     PolicyAdapter,
+    PolicyInput,
+    TeacherObs,
     action_clipper,
+    actions_allowed,
+    batch_first_lstm_states,
+    frozen_vec_normalize,
+    initial_lstm_states,
+    is_maskable,
+    is_recurrent,
     load_sb3_model,
+    mask_size,
+    obs_of,
     same_action_space,
+    same_obs_space,
     select_obs,
     select_space,
     student_optimizer,
@@ -33,7 +49,8 @@ from sb3_xppo.dagger_distill.adapters import (
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number, _resolve_layer
 from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
-from sb3_xppo.dagger_distill.pytree import Tree, best_action, tree_map
+from sb3_xppo.dagger_distill.pytree import Tree, batch_size_of, best_action, check_finite_states, tree_leaves, tree_map
+from sb3_xppo.dagger_distill.wrappers import raw_obs_source
 
 
 class DaggerCallback(BaseCallback):
@@ -44,12 +61,35 @@ class DaggerCallback(BaseCallback):
     Every state the student acts in joins a bounded aggregated dataset; the teacher labels it (noise-free: its
     mode/mean) and the student is fitted to those labels with ``loss_fn``, weighted by ``weight``:
 
-    - a student with a loss hook (:class:`~sb3_xppo.XPPO`): the distillation loss of a dataset minibatch joins
-      each RL minibatch, ``rl_coef * rl_loss + weight * distill_loss``; ``rl_coef=0`` is pure DAgger;
-    - any other student (PPO, A2C, TRPO, MaskablePPO, SAC/TD3 actors): the callback takes its own gradient steps on
-      the policy's (actor's) optimizer between RL updates, before each rollout and at the end of training, so every
-      log-probability PPO stores is the current policy's; ``weight`` scales their learning rate (the exact analogue
-      of a loss weight under Adam and RMSprop).
+    - a student with a loss hook (:class:`~sb3_xppo.XPPO`, :class:`~sb3_xppo.MaskableXPPO`,
+      :class:`~sb3_xppo.RecurrentXPPO`): the distillation loss of a dataset minibatch joins each RL minibatch,
+      ``rl_coef * rl_loss + weight * distill_loss``; ``rl_coef=0`` is pure DAgger;
+    - any other student (PPO, A2C, TRPO, MaskablePPO, RecurrentPPO, SAC/TD3 actors): the callback takes its own
+      gradient steps on the policy's (actor's) optimizer between RL updates, before each rollout and at the end of
+      training, so every log-probability PPO stores is the current policy's; ``weight`` scales their learning rate
+      (the exact analogue of a loss weight under Adam and RMSprop).
+
+    **Recurrent students** (RecurrentPPO, RecurrentXPPO). With each visited state the dataset stores the actor's
+    LSTM state (hidden and cell) *as the policy saw it before acting there* and the episode-start flag
+    (a :class:`~sb3_xppo.dagger_distill.adapters.PolicyInput`); the student's distribution on a stored state is one
+    LSTM step from that state, so the loss trains the LSTM's input and recurrent weights through that one step
+    (truncated backpropagation through time of length 1), while the stored state itself is a constant, computed by the
+    weights of the rollout that visited it. A longer-horizon variant would store whole sequences (the rollout's
+    ``(n_steps, n_envs)`` blocks, cut at episode starts) and replay minibatches of them through the LSTM from the state
+    stored at each sequence's start, as RecurrentPPO's padded sequence minibatches do, so that gradients reach how
+    earlier observations shape the memory; the dataset would then sample sequences, not states. The teacher is
+    feed-forward (typically a privileged or full-state teacher); a recurrent teacher, which would need its own LSTM
+    state tracked through the student's rollouts, is refused (``ValueError``).
+
+    **Maskable students** (MaskablePPO, MaskableXPPO). Each state's action masks (as MaskablePPO's rollout reads
+    them; all allowed with ``use_masking=False``) are stored with it, and the student's distribution is fitted
+    masked. A teacher's label that the state's mask forbids has probability 0 under the masked student (its
+    log-probability is about -1e8), so no loss can fit it: that state is dropped from the loss, as a non-finite label
+    is, and counted in ``distill/forbidden_labels`` (its share of the sampled states). With ``beta``, a teacher's action
+    the mask forbids is never executed: the student's own action is taken. A maskable SB3 teacher reads the student's
+    masks too (its labels are then allowed). ``kl_loss`` and ``mse_loss`` compare the student with the teacher's
+    distribution restricted to the allowed actions (renormalized; MultiDiscrete and Discrete heads), on the states whose
+    teacher label is allowed.
 
     ``beta`` executes the teacher's action instead of the student's with that probability (DAgger's mixture
     policy). It wraps, during ``learn()`` only, the one method that picks the rollout's actions: for on-policy
@@ -57,12 +97,31 @@ class DaggerCallback(BaseCallback):
     log-probability of it (``evaluate_actions``), so PPO's ratios stay valid; for off-policy students
     ``_sample_action``.
 
-    The teacher reads the observations the student's policy receives (after ``VecNormalize``); a teacher trained on
-    other keys of a Dict observation (e.g. privileged state) reads its own keys, or ``teacher_obs_keys``.
+    **What the teacher reads.** The raw observations, never the student's normalized ones: the original observations
+    when the student's env is wrapped in ``VecNormalize``, the full Dict when a
+    :class:`~sb3_xppo.dagger_distill.StudentObsWrapper` hides privileged keys from the student (whose policy then
+    never receives them). Of those, a teacher trained on a Dict reads its own keys (or ``teacher_obs_keys``), and
+    ``teacher_vec_normalize`` normalizes them with the teacher's own statistics, frozen, as in the env it was trained
+    in (an rl-zoo3 teacher trained with ``normalize: true``). A non-finite observation (student's or teacher's) is a
+    ``ValueError`` naming the env, the step and the Dict key, raised before it joins the dataset.
+
+    **Leaving the model as it was.** SB3's ``learn()`` has no hook for an exception (``_on_training_end`` is skipped),
+    so the callback only changes the model inside calls it wraps in ``try``/``finally``. During ``learn()`` the model's
+    ``collect_rollouts`` and ``train`` (and ``dump_logs``) are wrapped by guards; the teacher-mixing wrapper
+    (``beta``) exists only during one ``collect_rollouts()`` call, XPPO's loss hook only during one ``train()`` call,
+    and both go in that call's ``finally``. Any exception leaving a guarded call (``KeyboardInterrupt`` in
+    ``env.step``, an error in another callback's ``on_step``/rollout hooks, in ``train()``) also removes the guards,
+    and ``_on_training_end`` does at the normal end: the model's and policy's attributes are then exactly as before.
+    Only an exception raised by ``learn()`` itself between those calls (another callback's ``on_training_start`` or
+    ``on_training_end``) can leave the guards behind, and they are inert: a guard passes every call that is not part
+    of this callback's ``learn()`` (a ``collect_rollouts`` without this callback) to the model's own method and removes
+    all of them; the callback's next ``learn()`` also removes them first. The same callback may serve several
+    ``learn()`` calls of one model (the dataset is kept) or move to another model (it starts afresh); using it in a
+    second ``learn()`` while one is running is a ``ValueError``.
 
     Logs ``distill/loss``, ``distill/agreement`` (share of states where the student's best action matches the
-    teacher's; continuous actions within 5% of the action range), ``distill/weight``, ``distill/beta`` and
-    ``distill/dataset_size``.
+    teacher's; continuous actions within 5% of the action range), ``distill/weight``, ``distill/beta``,
+    ``distill/dataset_size`` and, for a maskable student, ``distill/forbidden_labels``.
 
     :param teacher: an SB3 model, the path to an SB3 ``.zip``, or a callable ``obs -> Distribution`` (or pytree,
         as :class:`~sb3_xppo.dagger_distill.adapters.PolicyAdapter` builds them for the student's action space)
@@ -77,7 +136,10 @@ class DaggerCallback(BaseCallback):
         students use the RL minibatch's size)
     :param gradient_steps: distillation steps per round (default: as many minibatches as ``n_epochs`` passes over
         the states collected since the last round would take; the model's ``n_epochs``, else 10)
-    :param teacher_obs_keys: keys of a Dict observation the teacher reads (default: its own observation keys)
+    :param teacher_obs_keys: keys of the (full) Dict observation the teacher reads (default: its own observation keys)
+    :param teacher_vec_normalize: the teacher's observation statistics, a ``VecNormalize`` (a frozen snapshot is taken)
+        or the path of its ``.pkl`` (rl-zoo3 saves it as ``<log dir>/<env id>/vecnormalize.pkl``); None: the teacher
+        reads raw observations
     :param teacher_algo: algorithm of a teacher checkpoint (default: inferred)
     :param teacher_sample: label with a sample of the teacher instead of its mode/mean
     :param entropy_weight: entropy bonus of the distillation loss
@@ -109,6 +171,7 @@ class DaggerCallback(BaseCallback):
         batch_size: int | None = None,
         gradient_steps: int | None = None,
         teacher_obs_keys: ObsKeys = None,
+        teacher_vec_normalize: VecNormalize | str | os.PathLike | None = None,
         teacher_algo: str | type[BaseAlgorithm] | None = None,
         teacher_sample: bool = False,
         entropy_weight: float = 0.0,
@@ -138,6 +201,12 @@ class DaggerCallback(BaseCallback):
         if isinstance(teacher, BaseAlgorithm):
             teacher = teacher.policy
         if isinstance(teacher, BasePolicy):
+            if is_recurrent(teacher):
+                raise ValueError(
+                    f"the teacher is recurrent ({type(teacher).__name__}): a recurrent teacher is not supported (its own "
+                    "LSTM state would have to be tracked through the student's rollouts); distill from a feed-forward "
+                    "teacher, e.g. one trained on the full (privileged) state"
+                )
             self.teacher_policy = teacher
         elif callable(teacher):
             self.teacher_fn = teacher
@@ -158,6 +227,7 @@ class DaggerCallback(BaseCallback):
         self.batch_size = batch_size
         self.gradient_steps = gradient_steps
         self.teacher_obs_keys = teacher_obs_keys
+        self.teacher_vec_normalize = None if teacher_vec_normalize is None else frozen_vec_normalize(teacher_vec_normalize)
         self.teacher_sample = teacher_sample
         self.entropy_weight = entropy_weight
         self.student_layer = student_layer
@@ -168,19 +238,46 @@ class DaggerCallback(BaseCallback):
         self._pending = 0  # states added since the last distillation round
         self._weight_now = 0.0
         self._beta_now = 0.0
-        self._hook_handle: Any = None
         self._projector_optimizer: th.optim.Optimizer | None = None
-        self._wrapped: list[tuple[Any, str]] = []
+        # What the teacher reads: raw observations (see raw_obs_source), then its keys and statistics
+        self._teacher_obs = TeacherObs()
+        self._raw_obs: Callable[[], Any] | None = None
+        self._raw_space: spaces.Space | None = None
+        self._teacher_raw: Any = None  # the raw observations matching the model's _last_obs
+        self._store_teacher_states = False
+        # The guards of learn() (see the class docstring)
+        self._patches = _Patches()
+        self._attached = False
+        self._armed = False  # our collect_rollouts() returned: its dump_logs() and train() belong to this learn()
+        self._depth = 0  # guarded calls in progress
 
     # ----------------------------------------------------------------------------------------------------------------
     # Setup: checks that fail before any step
     # ----------------------------------------------------------------------------------------------------------------
 
+    def init_callback(self, model: BaseAlgorithm) -> None:
+        # Refused before BaseCallback points the callback at the new model: the running learn() keeps it
+        if self._depth > 0:
+            raise ValueError(
+                "this DaggerCallback is already in use by a learn() that is running: give each learn() its own DaggerCallback"
+            )
+        super().init_callback(model)
+
     def _init_callback(self) -> None:
         model: Any = self.model
+        self._detach()  # whatever an interrupted learn() may have left behind (see the class docstring)
         policy = model.policy
-        if self.distiller is not None and self._student.module is policy:
+        source = raw_obs_source(self.training_env) if self.training_env is not None else None
+        self._raw_obs = None if source is None else source[0]
+        raw_space = model.observation_space if source is None else source[1]
+        store = source is not None or self.teacher_vec_normalize is not None
+        same_env = self._raw_space == raw_space and self._store_teacher_states == store
+        if self.distiller is not None and self._student.module is policy and same_env:
             return  # a further learn() call on the same model: keep the dataset, distiller and projector
+        if self.distiller is not None:  # another model (or env): its states are not this student's
+            self.dataset = AggregatedDataset(self.dataset.capacity)
+            self._pending = 0
+        self._raw_space = raw_space
         self._off_policy = isinstance(model, OffPolicyAlgorithm)
         if self._off_policy and not hasattr(policy, "actor"):
             raise ValueError(
@@ -198,17 +295,28 @@ class DaggerCallback(BaseCallback):
         if self.teacher_policy is not None:
             if not same_action_space(self.teacher_policy.action_space, space):
                 raise ValueError(f"the teacher acts in {self.teacher_policy.action_space} but the student in {space}")
-            keys = teacher_obs_keys(model.observation_space, self.teacher_policy.observation_space, self.teacher_obs_keys)
+            keys = teacher_obs_keys(raw_space, self.teacher_policy.observation_space, self.teacher_obs_keys)
             self.teacher_policy.to(model.device)
             self.teacher_policy.set_training_mode(False)
-            teacher: Any = PolicyAdapter(self.teacher_policy, keys)
+            teacher: Any = PolicyAdapter(self.teacher_policy)
         else:
             keys = self.teacher_obs_keys
-            select_space(model.observation_space, keys)  # a missing key fails now
-            fn = self.teacher_fn
-            teacher = fn if keys is None else (lambda obs: fn(select_obs(obs, keys)))
+            teacher = self.teacher_fn
+        teacher_space = select_space(raw_space, keys)  # a missing key fails now
+        vec_normalize = self.teacher_vec_normalize
+        if vec_normalize is not None and not same_obs_space(vec_normalize.observation_space, teacher_space):
+            raise ValueError(
+                f"teacher_vec_normalize normalizes {vec_normalize.observation_space} but the teacher reads {teacher_space}"
+            )
+        self._teacher_obs = TeacherObs(keys, vec_normalize)
+        # The teacher's observations are stored beside the student's when they are not a part of them
+        self._store_teacher_states = store
         self._student = PolicyAdapter(policy)
         self._teacher = teacher
+        # A maskable student's states carry their action masks, a recurrent one's the LSTM state it saw (PolicyInput)
+        self._masked = is_maskable(policy)
+        self._recurrent = is_recurrent(policy)
+        self._teacher_masked = self.teacher_policy is not None and is_maskable(self.teacher_policy)
         self._optimizer = student_optimizer(model)
         self._epochs = getattr(model, "n_epochs", 10)
         self._batch_size = self.batch_size or getattr(model, "batch_size", None) or 64
@@ -230,16 +338,25 @@ class DaggerCallback(BaseCallback):
             agreement_atol=atol,
             device=model.device,
         )
-        self._probe()
+        try:
+            self._probe()
+        except BaseException:
+            self.distiller = None  # checked again at the next learn()
+            raise
 
     def _probe(self) -> None:
         """Run the loss once on two sampled observations: a teacher that does not fit the student fails here."""
         assert self.distiller is not None
-        space = self.model.observation_space
-        obs = obs_as_tensor(_stack([space.sample(), space.sample()], space), self.model.device)
+        space, device = self.model.observation_space, self.model.device
+        obs = self._student_input(obs_as_tensor(_stack([space.sample(), space.sample()], space), device), initial=True)
+        teacher_obs = None
+        if self._store_teacher_states:
+            raw_space: Any = self._raw_space
+            teacher_obs = self._teacher_obs(_stack([raw_space.sample(), raw_space.sample()], raw_space), device)
+        teacher_obs = self._teacher_input(obs, teacher_obs)
         with th.no_grad():
             student_out = self._student(obs)
-            teacher_out = self._teacher(obs)
+            teacher_out = self._teacher(teacher_obs)
             try:
                 tree_map(_check_heads, student_out, teacher_out)
             except ValueError as error:
@@ -247,7 +364,7 @@ class DaggerCallback(BaseCallback):
                     f"the teacher's actions do not fit the student's action space {self.model.action_space}: {error}"
                 ) from None
             try:
-                self.distiller.compute(obs)
+                self.distiller.compute(obs, teacher_obs)
             except NotImplementedError as error:
                 raise ValueError(
                     f"loss_fn cannot compare these teacher and student distributions ({error}); nll_loss and mse_loss "
@@ -265,19 +382,36 @@ class DaggerCallback(BaseCallback):
 
     def _on_training_start(self) -> None:
         self._update_schedules()
-        if self._uses_hook:
-            self._hook_handle = self.model.register_loss_hook(self._loss_hook)
-        if self._off_policy:
-            self._wrap(self.model, "_sample_action", self._sampling_with_teacher(self.model._sample_action))
-        else:
-            self._wrap(self.model.policy, "forward", self._forward_with_teacher(self.model.policy.forward))
+        self._attach()
 
     def _on_step(self) -> bool:
-        # The observation the student just acted on (SB3 updates _last_obs after the callback)
-        obs = obs_as_tensor(self.model._last_obs, th.device("cpu"))
-        self.dataset.add(states=obs)
+        # The observation the student just acted on (SB3 updates _last_obs after the callback), checked on arrival
+        cpu = th.device("cpu")
+        fields = dict(states=self._student_input(obs_as_tensor(self.model._last_obs, cpu), self.locals.get("action_masks")))
+        if self._store_teacher_states:
+            raw = self._teacher_raw if self._raw_obs is not None else self.model._last_obs
+            fields["teacher_states"] = self._teacher_obs(raw, cpu)
+        self.dataset.add(**fields)
         self._pending += self.training_env.num_envs
+        # The observation that just arrived, before the policy or the dataset uses it
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()
+        self._check_arrival(self.locals.get("new_obs"))
         return True
+
+    def _check_arrival(self, obs: Any) -> None:
+        """A ``ValueError`` for a non-finite observation (the student's, and the raw one the teacher reads)."""
+
+        def row(i: int) -> str:
+            return f"env {i} at step {self.model.num_timesteps}"
+
+        cpu = th.device("cpu")
+        if obs is not None:
+            check_finite_states(obs_as_tensor(obs, cpu), "student observation", row)
+        raw = self._teacher_raw if self._raw_obs is not None else obs
+        if self._store_teacher_states and raw is not None:
+            teacher_obs = select_obs(obs_as_tensor(raw, cpu), self._teacher_obs.keys)
+            check_finite_states(teacher_obs, "teacher observation", row)
 
     def _on_rollout_start(self) -> None:
         self._update_schedules()
@@ -285,15 +419,11 @@ class DaggerCallback(BaseCallback):
             self._distill_round()
 
     def _on_training_end(self) -> None:
-        if not self._uses_hook:
-            self._distill_round()
-        if self._hook_handle is not None:
-            self._hook_handle.remove()
-            self._hook_handle = None
-        for owner, name in self._wrapped:
-            # The wrapper is an instance attribute shadowing the class's method: deleting it restores the method
-            owner.__dict__.pop(name, None)
-        self._wrapped = []
+        try:
+            if not self._uses_hook:
+                self._distill_round()
+        finally:
+            self._detach()
 
     def _update_schedules(self) -> None:
         progress = self.model._current_progress_remaining
@@ -353,13 +483,15 @@ class DaggerCallback(BaseCallback):
 
     def _distill_loss(self, batch_size: int) -> DistillOutput:
         assert self.distiller is not None
-        states = tree_map(lambda x: x.to(self.model.device), self.dataset.sample(batch_size)["states"])
-        out = self.distiller.compute(states)
+        batch = tree_map(lambda x: x.to(self.model.device), self.dataset.sample(batch_size))
+        out = self.distiller.compute(batch["states"], self._teacher_input(batch["states"], batch.get("teacher_states")))
         with th.no_grad():
             agreement = self.distiller.agreement(out.student_out, out.labels, out.valid)
         if th.isfinite(out.breakdown.loss):
             self.logger.record_mean("distill/loss", out.breakdown.loss.item())
         self.logger.record_mean("distill/agreement", agreement.item())
+        if out.forbidden is not None:
+            self.logger.record_mean("distill/forbidden_labels", out.forbidden.float().mean().item())
         return out
 
     def _step_projector(self) -> None:
@@ -371,38 +503,98 @@ class DaggerCallback(BaseCallback):
     # beta: executing the teacher's action
     # ----------------------------------------------------------------------------------------------------------------
 
-    def _teacher_actions(self, obs: Tree) -> th.Tensor:
-        """The teacher's (clipped) best action on ``obs``, in the env's action format."""
+    def _student_input(self, obs: Tree, action_masks: Any = None, initial: bool = False) -> Tree:
+        """
+        The student's state as its policy reads it: the observation, or for a maskable or recurrent student a
+        :class:`PolicyInput` with the action masks (all allowed when MaskablePPO collects without masks), and the
+        LSTM state its policy saw before acting on ``obs`` (the model's ``_last_lstm_states``: SB3 updates them after
+        the callback's ``on_step``) with the episode-start flag, or with ``initial`` the initial state (the probe).
+        """
+        if not (self._masked or self._recurrent):
+            return obs
+        n, device = batch_size_of(obs), tree_leaves(obs)[0].device
+        inputs = PolicyInput(obs=obs)
+        if self._masked:
+            size = mask_size(self.model.action_space)
+            masks = th.ones(n, size, dtype=th.bool) if action_masks is None else th.as_tensor(action_masks)
+            inputs["action_masks"] = masks.reshape(n, size).bool().to(device)
+        if self._recurrent:
+            if initial:
+                lstm_states, starts = initial_lstm_states(self.model.policy, n, device), th.ones(n)
+            else:
+                lstm_states = batch_first_lstm_states(self.model._last_lstm_states.pi)
+                starts = th.as_tensor(self.model._last_episode_starts, dtype=th.float32)
+            inputs["lstm_states"] = tuple(x.detach().to(device) for x in lstm_states)
+            inputs["episode_starts"] = starts.reshape(n).to(device)
+        return inputs
+
+    def _teacher_input(self, states: Tree, teacher_states: Tree = None) -> Tree:
+        """
+        What the teacher reads: the stored teacher states, else its keys of the student's observations; a maskable
+        SB3 teacher also reads the student's action masks (it acts as it was trained to, so its labels are allowed).
+        """
+        obs = teacher_states if teacher_states is not None else select_obs(obs_of(states), self._teacher_obs.keys)
+        if self._teacher_masked and isinstance(states, PolicyInput) and "action_masks" in states:
+            return PolicyInput(obs=obs, action_masks=states["action_masks"])
+        return obs
+
+    def _teacher_actions(self, obs: Tree, action_masks: Any = None) -> th.Tensor:
+        """
+        The teacher's (clipped) best action on the student's observations ``obs`` (the model's ``_last_obs``), with
+        the masks of a maskable student.
+        """
         assert self.distiller is not None
-        actions = best_action(self._teacher(obs))
+        teacher_obs = None
+        if self._store_teacher_states:
+            raw = self._teacher_raw if self._raw_obs is not None else self.model._last_obs
+            teacher_obs = self._teacher_obs(raw, self.model.device)
+        states = obs
+        if action_masks is not None:
+            n = batch_size_of(obs)
+            masks = th.as_tensor(action_masks, device=self.model.device).reshape(n, -1).bool()
+            states = PolicyInput(obs=obs, action_masks=masks)
+        actions = best_action(self._teacher(self._teacher_input(states, teacher_obs)))
         if self.distiller.label_transform is not None:  # clipped to the Box bounds
             actions = self.distiller.label_transform(obs, actions, None, self.num_timesteps)
         return tree_to_action(actions, self.model.action_space)
 
     def _forward_with_teacher(self, forward: Any) -> Any:
+        """
+        The policy's ``forward`` executing the teacher's action with probability beta: PPO's, MaskablePPO's
+        ``(obs, deterministic, action_masks) -> (actions, values, log_prob)`` and RecurrentPPO's
+        ``(obs, lstm_states, episode_starts, deterministic) -> (actions, values, log_prob, lstm_states)``. The values
+        and the new LSTM state are the student's (the LSTM reads observations, not actions).
+        """
         policy = self.model.policy
+        signature = inspect.signature(forward)
 
-        def forward_with_teacher(obs: Tree, *args: Any, **kwargs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-            actions, values, log_prob = forward(obs, *args, **kwargs)
+        def forward_with_teacher(obs: Tree, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+            out = forward(obs, *args, **kwargs)
+            actions, values, log_prob = out[:3]
             if self._beta_now <= 0:
-                return actions, values, log_prob
+                return out
             take = th.rand(actions.shape[0], device=actions.device) < self._beta_now
             if not take.any():
-                return actions, values, log_prob
-            teacher = self._teacher_actions(obs).to(actions.device, actions.dtype).reshape(actions.shape)
+                return out
+            arguments = signature.bind(obs, *args, **kwargs).arguments
+            masks = arguments.get("action_masks")
+            teacher = self._teacher_actions(obs, masks).to(actions.device, actions.dtype).reshape(actions.shape)
             if policy.squash_output:  # gSDE with squashing acts in [-1, 1]
                 low = th.as_tensor(self.model.action_space.low, device=actions.device)
                 high = th.as_tensor(self.model.action_space.high, device=actions.device)
                 teacher = 2.0 * (teacher - low) / (high - low) - 1.0
-            masks = kwargs.get("action_masks")
             if masks is not None:  # MaskablePPO: a teacher's action the mask forbids is not executed
-                take &= _allowed(masks, teacher, self.model.action_space)
+                take &= actions_allowed(masks, teacher, self.model.action_space)
             actions = th.where(take.reshape(-1, *([1] * (actions.ndim - 1))), teacher, actions)
             # The student's own log-probability of the executed actions: PPO's ratios stay valid
-            evaluated = (
-                policy.evaluate_actions(obs, actions) if masks is None else policy.evaluate_actions(obs, actions, masks)
-            )
-            return actions, values, evaluated[1]
+            if self._recurrent:
+                dist, _ = policy.get_distribution(obs, arguments["lstm_states"].pi, arguments["episode_starts"])
+                log_prob = dist.log_prob(actions)
+            elif masks is not None:
+                log_prob = policy.evaluate_actions(obs, actions, masks)[1]
+            else:
+                log_prob = policy.evaluate_actions(obs, actions)[1]
+            return (actions, values, log_prob, *out[3:])
 
         return forward_with_teacher
 
@@ -427,9 +619,152 @@ class DaggerCallback(BaseCallback):
 
         return sample_with_teacher
 
-    def _wrap(self, owner: Any, name: str, wrapper: Any) -> None:
-        setattr(owner, name, wrapper)
-        self._wrapped.append((owner, name))
+    # ----------------------------------------------------------------------------------------------------------------
+    # Guards: the model is changed only inside calls wrapped in try/finally (see the class docstring)
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def _attach(self) -> None:
+        """Guard the model's methods that learn() calls; the teacher's actions and the loss hook come with each call."""
+        self._detach()
+        self._attached = True
+        try:
+            self._guard("collect_rollouts", self._acting)
+            self._guard("train", self._training)
+            if not self._off_policy and hasattr(self.model, "dump_logs"):
+                self._guard("dump_logs")
+            self._exclude_patches_from_save()
+        except BaseException:
+            self._detach()
+            raise
+
+    def _detach(self) -> None:
+        """Undo every change to the model and its policy, exactly (idempotent)."""
+        self._patches.undo_all()
+        self._attached = False
+        self._armed = False
+
+    def _exclude_patches_from_save(self) -> None:
+        """
+        ``model.save()`` during learn() (a ``CheckpointCallback``) stores the model's ``__dict__``: the guards and the
+        teacher-mixing wrapper, instance attributes for now, are left out of it, and so is this override itself.
+        """
+        original = self.model._excluded_save_params
+
+        def excluded_save_params() -> list[str]:
+            patched = {name for owner, name, _ in self._patches._applied.values() if owner is self.model}
+            return [*original(), *sorted(patched)]
+
+        self._patches.set(self.model, "_excluded_save_params", excluded_save_params)
+
+    def _guard(self, name: str, scope: Callable[[], AbstractContextManager[None]] | None = None) -> None:
+        """
+        Wrap ``model.<name>``: within ``scope`` when the call belongs to this callback's learn(), and detaching on any
+        exception; a call that does not belong to it (a leftover guard) detaches and goes to the model's own method.
+        """
+        original = getattr(self.model, name)
+        signature = inspect.signature(original)  # follows __wrapped__: another callback's guard has the method's
+
+        @functools.wraps(original)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if not self._owns(name, signature, args, kwargs):
+                self._detach()
+                return original(*args, **kwargs)
+            self._depth += 1
+            try:
+                with scope() if scope is not None else nullcontext():
+                    return original(*args, **kwargs)
+            except BaseException:
+                self._detach()
+                raise
+            finally:
+                self._depth -= 1
+
+        self._patches.set(self.model, name, guarded)
+
+    def _owns(self, name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a guarded call is part of this callback's learn(): a rollout run with it, then that rollout's steps."""
+        if not self._attached:
+            return False
+        if name != "collect_rollouts":
+            return self._armed
+        try:
+            callback = signature.bind(*args, **kwargs).arguments.get("callback")
+        except TypeError:
+            return False
+        return _holds(callback, self)
+
+    @contextmanager
+    def _acting(self) -> Iterator[None]:
+        """During one collect_rollouts(): the teacher's actions with probability beta, its raw observations tracked."""
+        self._armed = False
+        model = self.model
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()  # those of model._last_obs, the first observation acted on
+        self._check_arrival(model._last_obs)
+        if self._off_policy:
+            handle = self._patches.set(model, "_sample_action", self._sampling_with_teacher(model._sample_action))
+        else:
+            handle = self._patches.set(model.policy, "forward", self._forward_with_teacher(model.policy.forward))
+        try:
+            yield
+        finally:
+            self._patches.undo(handle)
+        self._armed = True  # the rollout completed: its dump_logs() and train() follow
+
+    @contextmanager
+    def _training(self) -> Iterator[None]:
+        """During one train(): XPPO's loss hook."""
+        handle = self.model.register_loss_hook(self._loss_hook) if self._uses_hook else None
+        try:
+            yield
+        finally:
+            if handle is not None:
+                handle.remove()
+            self._armed = False
+
+
+_MISSING = object()
+
+
+class _Patches:
+    """Instance attributes set for a while and undone exactly: the instance attribute they shadowed (or none) returns."""
+
+    def __init__(self) -> None:
+        self._applied: dict[int, tuple[Any, str, Any]] = {}
+        self._count = 0
+
+    def set(self, owner: Any, name: str, value: Any) -> int:
+        """
+        :return: a handle for :meth:`undo`
+        """
+        self._count += 1
+        self._applied[self._count] = (owner, name, vars(owner).get(name, _MISSING))
+        vars(owner)[name] = value
+        return self._count
+
+    def undo(self, handle: int) -> None:
+        entry = self._applied.pop(handle, None)
+        if entry is None:  # already undone
+            return
+        owner, name, previous = entry
+        if previous is _MISSING:
+            vars(owner).pop(name, None)
+        else:
+            vars(owner)[name] = previous
+
+    def undo_all(self) -> None:
+        for handle in sorted(self._applied, reverse=True):  # newest first: stacked patches of one name unwind in order
+            self.undo(handle)
+
+
+def _holds(callback: Any, target: BaseCallback) -> bool:
+    """Whether ``callback`` (as learn() holds it: a CallbackList, an event callback, ...) is or contains ``target``."""
+    if callback is target:
+        return True
+    if isinstance(callback, CallbackList):
+        return any(_holds(child, target) for child in callback.callbacks)
+    child = getattr(callback, "callback", None)  # EventCallback (EveryNTimesteps, ...)
+    return isinstance(child, BaseCallback) and _holds(child, target)
 
 
 def _check_heads(student: Any, teacher: Any) -> None:
@@ -446,21 +781,6 @@ def _check_heads(student: Any, teacher: Any) -> None:
         )
     if isinstance(student, Categorical) and isinstance(teacher, Categorical) and student.logits.shape != teacher.logits.shape:
         raise ValueError(f"{teacher.logits.shape[-1]} classes where the student has {student.logits.shape[-1]}")
-
-
-def _allowed(masks: Any, actions: th.Tensor, space: spaces.Space) -> th.Tensor:
-    """``(n)`` bool: whether MaskablePPO's action masks (``(n, sum of the heads' sizes)``) allow each env's action."""
-    n = actions.shape[0]
-    masks = th.as_tensor(masks, device=actions.device).reshape(n, -1).bool()
-    index = actions.long().reshape(n, -1)
-    if isinstance(space, spaces.Discrete):
-        index = index - int(space.start)
-    elif isinstance(space, spaces.MultiDiscrete):
-        sizes = th.as_tensor(space.nvec.reshape(-1), device=actions.device)
-        index = index + th.cumsum(sizes, 0) - sizes  # each head's block of the mask
-    elif isinstance(space, spaces.MultiBinary):
-        index = index + 2 * th.arange(index.shape[1], device=actions.device)  # two entries (0, 1) per bit
-    return masks.gather(1, index).all(dim=-1)
 
 
 def _stack(samples: list[Any], space: spaces.Space) -> Any:

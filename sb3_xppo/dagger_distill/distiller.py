@@ -12,12 +12,14 @@ import torch as th
 from torch import nn
 from torch.distributions import Distribution
 
+from sb3_xppo.dagger_distill.adapters import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss
 from sb3_xppo.dagger_distill.pytree import (
     Tree,
     batch_size_of,
     best_action,
+    check_finite_states,
     distribution_tensors,
     index_distribution,
     is_discrete,
@@ -42,8 +44,10 @@ class DistillOutput(NamedTuple):
     student_out: Tree
     #: the teacher's labels, one pytree of tensors with the batch first
     labels: Tree
-    #: ``(b)`` bool, the states whose label (and teacher output) is finite
+    #: ``(b)`` bool, the states whose label (and teacher output) is finite and allowed, the ones the loss counts
     valid: th.Tensor
+    #: ``(b)`` bool, the states whose finite label the student's action masks forbid (None: the student has no masks)
+    forbidden: th.Tensor | None = None
 
 
 class DaggerDistiller:
@@ -61,7 +65,16 @@ class DaggerDistiller:
 
     States whose label (or teacher output) is not finite are masked out: their teacher outputs and labels are
     replaced by a usable state's before the loss is computed and they get weight 0, so a NaN never reaches a gradient. A batch
-    without a usable label gives a NaN loss, which :meth:`train` skips.
+    without a usable label gives a NaN loss, which :meth:`train` skips. A non-finite student *state* is an error
+    (``ValueError`` naming the env and step, or the batch row, and the Dict key), raised before any update uses it.
+
+    A student with action masks (a callable with an ``allowed_labels(states, labels) -> (b) bool`` method, as
+    :class:`~sb3_xppo.dagger_distill.adapters.PolicyAdapter` has for MaskablePPO) drops the states whose label its mask
+    forbids in the same way: the masked student gives that action probability 0, so no loss could fit it. They are
+    counted (``DistillOutput.forbidden``, ``forbidden_labels`` in :meth:`collect`'s stats), and :meth:`collect` never
+    executes such a label (``beta``): the student's own action is taken. Its optional
+    ``restrict_to_allowed(states, teacher_out)`` restricts the teacher's distribution to the allowed actions before
+    ``kl_loss``/``mse_loss`` compare them.
 
     :param student: the policy to train, ``state -> Distribution`` (or pytree)
     :param teacher: the expert, ``teacher_state -> Distribution`` (or pytree); never receives gradients
@@ -224,12 +237,20 @@ class DaggerDistiller:
         :return: a :class:`DistillOutput`
         """
         b = batch_size_of(states)
+        check_finite_states(states, "student state", lambda i: f"row {i} of the batch")
         if teacher_states is None:
             teacher_states = states if self.teacher_state_fn is None else self.teacher_state_fn(states, None, self.num_steps)
         teacher_out, teacher_features = self._teacher_forward(teacher_states)
         if labels is None:
             labels = self._labels(teacher_out, states, None, self.num_steps)
         valid = self._usable(labels, teacher_out, teacher_features, b)
+        forbidden = self._forbidden(states, labels, valid)
+        if forbidden is not None:
+            valid = valid & ~forbidden
+            # The teacher's distribution over the actions the student may take, as the student's own
+            restrict = getattr(self.student, "restrict_to_allowed", None)
+            if restrict is not None:
+                teacher_out = restrict(states, teacher_out)
         n_valid = int(valid.sum())
         mask = None
         if 0 < n_valid < b:
@@ -245,7 +266,7 @@ class DaggerDistiller:
             student_out = self.student(states)
         if n_valid == 0:
             nan = th.full((), math.nan, device=valid.device)
-            return DistillOutput(LossBreakdown(nan, nan, nan, nan), student_out, labels, valid)
+            return DistillOutput(LossBreakdown(nan, nan, nan, nan), student_out, labels, valid, forbidden)
 
         per_head = tree_map(lambda s, t, a: _per_state(self.loss_fn(s, t, a), b, "loss_fn"), student_out, teacher_out, labels)
         policy = masked_mean(th.stack(tree_leaves(per_head)).sum(dim=0), mask)
@@ -262,7 +283,7 @@ class DaggerDistiller:
                 _per_state(self.rep_align_loss_fn(features, teacher_features), b, "rep_align_loss_fn"), mask
             )
         loss = policy - self.entropy_weight * entropy + self.rep_align_weight * alignment
-        return DistillOutput(LossBreakdown(loss, policy, entropy, alignment), student_out, labels, valid)
+        return DistillOutput(LossBreakdown(loss, policy, entropy, alignment), student_out, labels, valid, forbidden)
 
     def agreement(self, student_out: Tree, labels: Tree, valid: th.Tensor | None = None) -> th.Tensor:
         """
@@ -294,16 +315,18 @@ class DaggerDistiller:
 
         :param steps: vector steps (each adds ``num_envs`` states)
         :return: ``collected`` (states), ``dataset_size``, ``agreement`` (student's best action vs the label at
-            collection), ``reward`` (mean reward per step)
+            collection), ``reward`` (mean reward per step), ``forbidden_labels`` (share of the collected states whose
+            label the student's action masks forbid; 0 without masks)
         """
         if self.env is None:
             raise ValueError("collect() needs env= at construction")
         if self._obs is None:
             self._reset_env()
-        collected, agreements, rewards = 0, [], []
+        collected, agreements, rewards, forbidden_count = 0, [], [], 0
         for _ in range(steps):
             states = self._to_tensor(self._obs)
             b = batch_size_of(states)
+            check_finite_states(states, "student observation", lambda i: f"env {i} at step {self.num_steps}")
             with th.no_grad():
                 teacher_states = (
                     states if self.teacher_state_fn is None else self.teacher_state_fn(states, self._info, self.num_steps)
@@ -312,6 +335,10 @@ class DaggerDistiller:
                 student_out = self.student(states)
                 action = sample_action(student_out)
                 valid = th.stack([rows_finite(x, b) for x in tree_leaves(labels)]).all(dim=0)
+                forbidden = self._forbidden(states, labels, valid)
+                if forbidden is not None:  # never executed (beta), nor counted in the agreement
+                    valid = valid & ~forbidden
+                    forbidden_count += int(forbidden.sum())
                 if self.beta > 0:
                     take = (th.rand(b, device=valid.device) < self.beta) & valid
                     action = tree_map(
@@ -330,6 +357,7 @@ class DaggerDistiller:
             dataset_size=float(len(self.dataset)),
             agreement=th.stack(agreements).mean().item() if agreements else math.nan,
             reward=float(np.mean(rewards)) if rewards else math.nan,
+            forbidden_labels=forbidden_count / collected if collected else math.nan,
         )
 
     def train(self, epochs: int = 1, batch_size: int | None = None, gradient_steps: int | None = None) -> dict[str, float]:
@@ -411,6 +439,15 @@ class DaggerDistiller:
             features = _flat_features(captured, "teacher_layer", batch_size_of(teacher_states))
         return out, features
 
+    def _forbidden(self, states: Tree, labels: Tree, valid: th.Tensor) -> th.Tensor | None:
+        """``(b)`` bool: usable labels the student's action masks forbid (None: the student has no masks)."""
+        allowed_labels = getattr(self.student, "allowed_labels", None)
+        if allowed_labels is None:
+            return None
+        with th.no_grad():
+            allowed = allowed_labels(states, labels)
+        return None if allowed is None else valid & ~allowed.to(valid.device)
+
     @staticmethod
     def _usable(labels: Tree, teacher_out: Tree, teacher_features: th.Tensor | None, b: int) -> th.Tensor:
         """``(b)`` bool: finite labels; teacher parameters and features free of NaN (an infinite logit is legal)."""
@@ -482,8 +519,6 @@ class DaggerDistiller:
 
 def _as_policy_fn(policy: Any, name: str) -> PolicyFn:
     """Callables are used as they are; SB3 models, policies and paths are wrapped (noise-free) by the adapters."""
-    from sb3_xppo.dagger_distill.adapters import is_sb3_policy_like, policy_adapter
-
     if is_sb3_policy_like(policy):
         return policy_adapter(policy)
     if not callable(policy):

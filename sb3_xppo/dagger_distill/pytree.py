@@ -222,6 +222,40 @@ def rows_finite(x: th.Tensor, batch_size: int) -> th.Tensor:
     return finite.all().expand(batch_size)
 
 
+def check_finite_states(states: Tree, what: str, row: Callable[[int], str]) -> None:
+    """
+    Raise a ``ValueError`` at the first non-finite entry (NaN or +-inf) of a batch of states, naming its row, its key
+    (for a Dict observation), its position and its value, so that a broken observation is reported where it enters
+    instead of poisoning a gradient later. Integer tensors are always finite.
+
+    :param states: a tensor (or dict / list / tuple of them) with the batch first
+    :param what: what the states are, for the message (e.g. ``"student observation"``)
+    :param row: describes a row for the message, e.g. ``lambda i: f"env {i} at step 12"``
+    """
+    for path, x in _leaves_with_paths(states):
+        if not isinstance(x, th.Tensor) or not (x.is_floating_point() or x.is_complex()):
+            continue
+        finite = th.isfinite(x)
+        if bool(finite.all()):
+            continue
+        flat = (~finite).reshape(x.shape[0], -1) if x.ndim > 0 else (~finite).reshape(1, 1)
+        i, j = (int(k) for k in flat.nonzero()[0])
+        value = x.reshape(flat.shape)[i, j].item()
+        key = f", key {'/'.join(map(str, path))!r}" if path else ""
+        raise ValueError(
+            f"non-finite {what} ({value}) from {row(i)}{key}, entry {j}: observations must be finite before the "
+            "distillation uses them (check the environment, or wrap it in VecCheckNan to find the cause)"
+        )
+
+
+def _leaves_with_paths(tree: Tree, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    if isinstance(tree, dict):
+        return [leaf for k, v in tree.items() for leaf in _leaves_with_paths(v, (*path, k))]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for k, v in enumerate(tree) for leaf in _leaves_with_paths(v, (*path, k))]
+    return [(path, tree)]
+
+
 def _describe(x: Any) -> str:
     if isinstance(x, th.Tensor):
         return f"a tensor of shape {tuple(x.shape)}"

@@ -50,3 +50,19 @@ def expand_mask_for_groups(mask: th.Tensor, target: th.Tensor, group_dim: int) -
     if mask.ndim == target.ndim - 1:
         mask = mask.unsqueeze(group_dim if group_dim >= 0 else target.ndim + group_dim)
     return mask
+
+
+def to_device(tensor: th.Tensor, device: th.device, name: str, reference_name: str) -> th.Tensor:
+    """
+    ``tensor`` moved to ``device``, the device of ``reference_name``; a ``ValueError`` naming both devices when it
+    cannot move there (e.g. from the ``meta`` device, which holds no data).
+    """
+    if tensor.device == device:
+        return tensor
+    try:
+        return tensor.to(device)
+    except (RuntimeError, NotImplementedError) as error:
+        raise ValueError(
+            f"{name} is on device {tensor.device} and {reference_name} on {device}, and {name} cannot be moved there "
+            f"({error}): put them on the same device"
+        ) from error

@@ -49,7 +49,9 @@ def ppo_actor_loss(
     :param dual_clip_threshold: the dual clip constant, > 1
     :param log_ratio_clamp: clamp ``logp - old_logp`` to ``(low, high)`` (a float ``c`` means ``(-c, c)``) before ``exp``
     :param group_dim: where a ``(b n)`` mask gets its group dimension when the inputs are grouped
-    :return: the elementwise loss (no mask) or its masked mean, in float32
+    :return: the elementwise loss (no mask) or its masked mean. It is computed outside ``torch.autocast`` in float32
+        when the inputs are float16, bfloat16 or float32 (low precision is upcast), and in float64 when any input is
+        float64
     """
     low, high = clip_bounds(eps_clip)
 
@@ -94,7 +96,8 @@ def spo_actor_loss(
     pulls the ratio back towards ``[1 - low, 1 + high]``. ``eps`` is ``high`` where ``r >= 1`` and ``low`` below.
 
     :param asymmetric: where ``A > 0`` use PPO's clipped surrogate instead (SPO only for negative advantages)
-    :return: the elementwise loss (no mask) or its masked mean, in float32
+    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), as
+        :func:`ppo_actor_loss`
 
     The other parameters are those of :func:`ppo_actor_loss`.
     """
@@ -144,7 +147,7 @@ def _actor_loss(
     log_ratio_clamp: LogRatioClamp,
     group_dim: int,
 ) -> th.Tensor:
-    """The steps both actor losses share: checks, float32, normalization, gate, ratio, dual clip, reduction."""
+    """The steps both actor losses share: checks, float32 or wider, normalization, gate, ratio, dual clip, reduction."""
     if advantages.ndim > action_log_probs.ndim:
         raise ValueError(
             f"advantages has shape {tuple(advantages.shape)}, with more dims than action_log_probs "
@@ -158,13 +161,15 @@ def _actor_loss(
         mask = expand_mask_for_groups(mask, action_log_probs, group_dim)
         check_broadcastable("mask", mask, action_log_probs.shape)
 
+    dtype = _compute_dtype(action_log_probs, old_action_log_probs, advantages)
     device_type = action_log_probs.device.type
     with th.autocast(device_type=device_type, enabled=False):
-        logp, old_logp, adv = action_log_probs.float(), old_action_log_probs.float(), advantages.float()
+        logp, old_logp, adv = (x.to(dtype) for x in (action_log_probs, old_action_log_probs, advantages))
         if mask is not None:
             # padding may hold anything: zero it so that neither the loss nor its gradient sees a NaN there
             keep = (mask != 0).expand_as(logp)
-            logp, old_logp, adv = (th.where(keep, x, th.zeros((), device=x.device)) for x in (logp, old_logp, adv))
+            zero = th.zeros((), dtype=dtype, device=logp.device)
+            logp, old_logp, adv = (th.where(keep, x, zero) for x in (logp, old_logp, adv))
         if normalize_advantages:
             adv = masked_zscore(adv, mask)
         if delightful:
@@ -181,3 +186,11 @@ def _actor_loss(
             surr = th.where(adv < 0, th.max(surr, dual_clip_threshold * adv), surr)
         loss = -surr
         return loss if mask is None else masked_mean(loss, mask)
+
+
+def _compute_dtype(*inputs: th.Tensor) -> th.dtype:
+    """The inputs' promoted dtype, at least float32: half precision is upcast, float64 stays float64."""
+    dtype = th.float32
+    for x in inputs:
+        dtype = th.promote_types(dtype, x.dtype)
+    return dtype

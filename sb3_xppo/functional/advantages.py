@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import torch as th
 
-from sb3_xppo.functional.masked import lens_to_mask, masked_zscore, zero_masked
+from sb3_xppo.functional._checks import to_device
+from sb3_xppo.functional.masked import lens_to_mask, masked_mean, zero_masked
 
 Reduce = str | Callable[[th.Tensor], th.Tensor]
 REDUCES = ("mean", "sum", "max", "min")
@@ -135,7 +136,8 @@ def calc_gae(
     :param next_values: ``(b n)`` (or grouped) next value of every step
     :param lens: ``(b)`` valid lengths, padding on the right: padded steps get 0 returns and advantages. With an
         explicit bootstrap (``next_value``/``next_values``) the bootstrap belongs to each sequence's last valid
-        step; without one the last valid step does not bootstrap
+        step; without one the last valid step does not bootstrap. On another device than ``rewards`` they are
+        moved to it (a ``ValueError`` naming both devices where that is impossible)
     :param weights: ``(g)`` group weights; when given the grouped advantages are combined into ``(b n)`` with
         :func:`combine_grouped_advantages` (statistics over the valid steps), the returns stay grouped
     :param normalize_grouped: z-score each group before combining
@@ -185,6 +187,7 @@ def calc_gae(
     v = v[..., :n]
     valid = None
     if lens is not None:
+        lens = to_device(lens, r.device, "lens", "rewards")
         valid = lens_to_mask(lens.reshape(b), n).unsqueeze(1)
         last = th.arange(n, device=r.device) == (lens.reshape(b, 1, 1) - 1)
         if next_values is None:
@@ -364,29 +367,105 @@ def combine_grouped_advantages(
     mask: th.Tensor | None = None,
     reduce: Reduce = "mean",
     eps: float = 1e-5,
+    scale_floor: float = 0.0,
 ) -> th.Tensor:
     """
     Combine per-group advantages into one (Mysore et al. 2022; Vijayan et al. 2025).
 
     Each group is first z-scored on its own (over all non-group dims, masked), so no reward term's scale
-    drowns the others, then the groups are weighted and reduced.
+    drowns the others, then the groups are weighted and reduced. Masked-out entries never contribute, normalized or
+    not: with a mask of the full grouped shape a group may exist on some samples only (one group per task or
+    style): its statistics cover its own samples, and each sample combines the groups present there.
 
     :param advantages: grouped advantages, e.g. ``(b g n)`` (``group_dim=-2``) or ``(b n g)`` (``group_dim=-1``)
-    :param weights: ``(g)`` group weights, default all 1
+    :param weights: ``(g)`` group weights, default all 1; they scale each group before any reduction (also before
+        ``'max'``/``'min'``). With ``'mean'`` they must not sum to 0 (``ValueError``)
     :param normalize: z-score each group before weighting
     :param group_dim: the group dimension
     :param mask: mask of the non-group dims (e.g. ``(b n)``), or of the full grouped shape
-    :param reduce: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``), ``'sum'`` (``sum_g w_g A_g``), ``'max'``, ``'min'``,
-        or a callable receiving the weighted ``(g ...)`` tensor and returning the combined one
+    :param reduce: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``, the sum over the groups present at each sample when a
+        grouped mask is given), ``'sum'`` (``sum_g w_g A_g``), ``'max'``, ``'min'`` (over the groups present), or a
+        callable receiving the weighted ``(g ...)`` tensor (masked-out entries 0) and returning the combined one.
+        A sample where no group is present gets 0
     :param eps: added to each group's variance
+    :param scale_floor: with ``normalize``, no group's scale ``sqrt(var + eps)`` is taken below ``scale_floor`` times
+        the largest group's (see :func:`group_statistics`); 0 (default): the plain z-score
     :return: the combined advantages, the group dim removed
     """
     if not callable(reduce) and reduce not in REDUCES:
         raise ValueError(f"reduce must be one of {REDUCES} or a callable, got {reduce!r}")
+    adv, mask = _groups_first(advantages, group_dim, mask)
+    g = adv.shape[0]
+    if normalize:
+        mean, scale = _group_statistics(adv, mask, eps, scale_floor)
+        adv = (adv - mean) / scale
+    present = None if mask is None else mask != 0
+    if present is not None:
+        adv = zero_masked(adv, present)
+    w = None
+    if weights is not None:
+        w = th.as_tensor(weights, dtype=adv.dtype, device=adv.device)
+        if w.shape != (g,):
+            raise ValueError(f"weights must have one entry per group ({g}), got shape {tuple(w.shape)}")
+        # (zero up to rounding: [0.1, 0.2, -0.3] would divide by ~1e-17)
+        if reduce == "mean" and w.sum().abs() <= th.finfo(w.dtype).eps * w.abs().sum():
+            shown = ", ".join(f"{x:g}" for x in w.tolist())
+            raise ValueError(
+                f"weights sum to 0 ([{shown}]): reduce='mean' divides by their sum; use reduce='sum' for signed weights "
+                "that cancel"
+            )
+        w = w.reshape(g, *([1] * (adv.ndim - 1)))
+        adv = adv * w
+    if callable(reduce):
+        return reduce(adv)
+    if reduce == "sum":
+        return adv.sum(0)
+    if reduce == "mean":
+        if present is None:
+            return adv.mean(0) if w is None else adv.sum(0) / w.sum()
+        # the weights of the groups present at each sample (all of them, or none, for a mask of the non-group dims)
+        total = (present.to(adv.dtype) if w is None else w * present).sum(0)
+        return th.where(total != 0, adv.sum(0) / th.where(total != 0, total, 1), 0)
+    if present is None:
+        return adv.amax(0) if reduce == "max" else adv.amin(0)
+    # a group absent from a sample cannot be its max (min): it is left out, and a sample with none present gets 0
+    fill = -th.inf if reduce == "max" else th.inf
+    extreme = adv.masked_fill(~present, fill)
+    extreme = extreme.amax(0) if reduce == "max" else extreme.amin(0)
+    return th.where(present.any(0), extreme, 0)
+
+
+def group_statistics(
+    advantages: th.Tensor,
+    group_dim: int = -2,
+    mask: th.Tensor | None = None,
+    eps: float = 1e-5,
+    scale_floor: float = 0.0,
+) -> tuple[th.Tensor, th.Tensor]:
+    """
+    The statistics :func:`combine_grouped_advantages` normalizes each group with: its (masked) mean over all
+    non-group dims and its scale ``s_g = sqrt(var_g + eps)`` (population variance, masked), raised to at least
+    ``scale_floor * max_h s_h``. The floor bounds how far a group is amplified against the largest one: at most
+    ``1 / scale_floor`` times, however small its spread (e.g. the estimation noise of a group without signal).
+
+    :param advantages: grouped advantages, e.g. ``(b g n)`` (``group_dim=-2``) or ``(b n g)`` (``group_dim=-1``)
+    :param group_dim: the group dimension
+    :param mask: mask of the non-group dims (e.g. ``(b n)``), or of the full grouped shape (each group's statistics
+        over its own samples)
+    :param eps: added to each group's variance
+    :param scale_floor: in ``[0, 1]``: 0 leaves every scale as it is, 1 divides every group by the largest scale
+    :return: ``(mean, scale)``, each ``(g,)``
+    """
+    adv, mask = _groups_first(advantages, group_dim, mask)
+    mean, scale = _group_statistics(adv, mask, eps, scale_floor)
+    return mean.reshape(-1), scale.reshape(-1)
+
+
+def _groups_first(advantages: th.Tensor, group_dim: int, mask: th.Tensor | None) -> tuple[th.Tensor, th.Tensor | None]:
+    """The advantages ``(g ...)`` with the group dim first, and the mask broadcastable to them (or None)."""
     if advantages.ndim < 2:
         raise ValueError(f"advantages must have a group dim, got shape {tuple(advantages.shape)}")
     adv = advantages.movedim(group_dim, 0)  # (g ...)
-    g = adv.shape[0]
     if mask is not None:
         if mask.shape == advantages.shape:
             mask = mask.movedim(group_dim, 0)
@@ -396,17 +475,23 @@ def combine_grouped_advantages(
             raise ValueError(
                 f"mask has shape {tuple(mask.shape)}, expected {tuple(adv.shape[1:])} or {tuple(advantages.shape)}"
             )
-    if normalize:
-        adv = masked_zscore(adv, mask, dim=tuple(range(1, adv.ndim)), eps=eps)
-    if weights is not None:
-        w = th.as_tensor(weights, dtype=adv.dtype, device=adv.device)
-        if w.shape != (g,):
-            raise ValueError(f"weights must have one entry per group ({g}), got shape {tuple(w.shape)}")
-        adv = adv * w.reshape(g, *([1] * (adv.ndim - 1)))
-    if callable(reduce):
-        return reduce(adv)
-    if reduce == "mean":
-        return adv.mean(0) if weights is None else adv.sum(0) / w.sum()
-    if reduce == "sum":
-        return adv.sum(0)
-    return adv.amax(0) if reduce == "max" else adv.amin(0)
+    return adv, mask
+
+
+def _group_statistics(adv: th.Tensor, mask: th.Tensor | None, eps: float, scale_floor: float) -> tuple[th.Tensor, th.Tensor]:
+    """:func:`group_statistics` of ``(g ...)`` advantages, each ``(g, 1, ...)``."""
+    if not 0.0 <= scale_floor <= 1.0:
+        raise ValueError(f"scale_floor must be in [0, 1] (a fraction of the largest group's scale), got {scale_floor!r}")
+    dims = tuple(range(1, adv.ndim))
+    mean = masked_mean(adv, mask, dim=dims, keepdim=True, eps=eps)
+    var = masked_mean((adv - mean).square(), mask, dim=dims, keepdim=True, eps=eps)
+    return mean, floor_scales((var + eps).sqrt(), scale_floor)
+
+
+def floor_scales(scales: th.Tensor, scale_floor: float) -> th.Tensor:
+    """
+    :param scales: each group's scale (any shape, one entry per group)
+    :param scale_floor: in ``[0, 1]``, the fraction of the largest scale below which none is taken
+    :return: ``max(s_g, scale_floor * max_h s_h)``
+    """
+    return scales.clamp_min(scale_floor * scales.max()) if scale_floor > 0 else scales

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch as th
 import torch.nn.functional as F
 
-from sb3_xppo.functional._checks import check_broadcastable, expand_mask_for_groups
+from sb3_xppo.functional._checks import check_broadcastable, expand_mask_for_groups, to_device
 from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum
 
 ValueLossFn = Callable[..., th.Tensor]
@@ -42,7 +42,8 @@ def clipped_value_loss_fn(
     :param clip: clip range of ``v - old``
     :param loss_fn: elementwise loss, called as ``loss_fn(pred, target, reduction='none')``
     :param mask: bool or float mask; a ``(b n)`` mask broadcasts along ``group_dim`` of grouped inputs
-    :param lens: ``(b)`` valid lengths, builds the time mask when ``mask`` is not given
+    :param lens: ``(b)`` valid lengths, builds the time mask when ``mask`` is not given (moved to the device of
+        ``values``; a ``ValueError`` naming both devices where that is impossible)
     :param group_dim: the group dimension of grouped inputs
     :param reduction: ``'mean'`` (masked mean), ``'sum'`` (masked sum) or ``'none'`` (elementwise, masked-out entries 0)
     :return: the reduced loss
@@ -119,7 +120,7 @@ def _check_value_inputs(
 def _reduce(loss: th.Tensor, mask: th.Tensor | None, lens: th.Tensor | None, group_dim: int, reduction: str) -> th.Tensor:
     if mask is None and lens is not None:
         time_dim = -2 if loss.ndim >= 3 and group_dim in (-1, loss.ndim - 1) else -1
-        mask = lens_to_mask(lens, loss.shape[time_dim])
+        mask = lens_to_mask(to_device(lens, loss.device, "lens", "values"), loss.shape[time_dim])
     if mask is not None:
         mask = expand_mask_for_groups(mask, loss, group_dim)
         check_broadcastable("mask", mask, loss.shape)

@@ -1,5 +1,14 @@
-from sb3_xppo.multi_critic.buffers import MultiCriticBufferMixin, MultiCriticDictRolloutBuffer, MultiCriticRolloutBuffer
+from sb3_xppo.multi_critic.buffers import (
+    MultiCriticBufferMixin,
+    MultiCriticDictRolloutBuffer,
+    MultiCriticMaskableDictRolloutBuffer,
+    MultiCriticMaskableRolloutBuffer,
+    MultiCriticRolloutBuffer,
+)
 from sb3_xppo.multi_critic.policies import (
+    MaskableMultiCriticCnnPolicy,
+    MaskableMultiCriticMultiInputPolicy,
+    MaskableMultiCriticPolicy,
     MultiCriticCnnPolicy,
     MultiCriticMultiInputPolicy,
     MultiCriticPolicy,
@@ -10,9 +19,14 @@ from sb3_xppo.multi_critic.wrappers import GroupRewardVecEnv, RewardGroups
 
 __all__ = [
     "GroupRewardVecEnv",
+    "MaskableMultiCriticCnnPolicy",
+    "MaskableMultiCriticMultiInputPolicy",
+    "MaskableMultiCriticPolicy",
     "MultiCriticBufferMixin",
     "MultiCriticCnnPolicy",
     "MultiCriticDictRolloutBuffer",
+    "MultiCriticMaskableDictRolloutBuffer",
+    "MultiCriticMaskableRolloutBuffer",
     "MultiCriticMultiInputPolicy",
     "MultiCriticPolicy",
     "MultiCriticPolicyMixin",

@@ -12,14 +12,26 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.vec_env import VecNormalize
 
+from sb3_xppo.common.buffers import (
+    XPPODictRolloutBuffer,
+    XPPOMaskableDictRolloutBuffer,
+    XPPOMaskableRolloutBuffer,
+    XPPORolloutBuffer,
+    rollout_gae,
+)
 from sb3_xppo.functional import combine_grouped_advantages
-from sb3_xppo.xppo.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer, rollout_gae
+from sb3_xppo.functional.advantages import floor_scales, group_statistics
+
+#: Default ``group_scale_floor``: with ``normalize_groups=True`` no group's advantage scale is taken below this
+#: fraction of the largest group's, so no group is amplified more than 1000x against the largest. See the README's
+#: Multi-critic section for the choice.
+GROUP_SCALE_FLOOR = 1e-3
 
 
 class MultiCriticBufferMixin:
     """
     Adds a group dim to a rollout buffer: rewards, values and returns are ``(n_steps, n_envs, G)``, the advantages
-    of each group (``group_advantages``, same shape) come from one :func:`~sb3_xppo.functional.calc_gae` call over
+    of each group (``group_advantages``, same shape) come from one :func:`~sb3_xppo.common.buffers.rollout_gae` call over
     all groups, and ``advantages`` ``(n_steps, n_envs)`` are their combination by
     :func:`~sb3_xppo.functional.combine_grouped_advantages`: each group z-scored on its own (``normalize_groups``),
     then weighted and reduced, so that no reward term's scale drowns the others (Mysore et al. 2022).
@@ -30,6 +42,18 @@ class MultiCriticBufferMixin:
     :param group_reduce: ``'mean'``, ``'sum'``, ``'max'``, ``'min'`` or a callable receiving the weighted
         ``(G, n_steps, n_envs)`` advantages
     :param normalize_groups: z-score each group's advantages over the rollout before combining them
+    :param group_scale_floor: with ``normalize_groups``, no group's advantage scale is taken below this fraction of
+        the largest group's (:data:`GROUP_SCALE_FLOOR` by default, 0 turns the floor off): no group is amplified more
+        than ``1 / group_scale_floor`` times against the largest one
+
+    **Groups present on some samples only** (one group per style or task, Mysore et al. 2022): where the env's info
+    holds ``<vector_reward_key>_mask`` (``G`` bools: which groups exist at this step), :meth:`stage_group_masks`
+    receives it from :class:`~sb3_xppo.multi_critic.GroupRewardVecEnv` before each :meth:`add`. Each group's
+    statistics then cover its own samples, and each sample combines the groups present there (``'mean'`` divides
+    by their weights' sum). GAE and the value targets are unchanged: an absent group's reward is the env's (0).
+
+    **What the combination did** is kept per rollout in :attr:`group_stats` (logged by XPPO as
+    ``train/advantage_std/<group>``, ``train/advantage_scale/<group>``, ``train/effective_weight/<group>``).
     """
 
     buffer_size: int
@@ -50,13 +74,27 @@ class MultiCriticBufferMixin:
         group_weights: Sequence[float] | None = None,
         group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",
         normalize_groups: bool = True,
+        group_scale_floor: float = GROUP_SCALE_FLOOR,
         **kwargs: Any,
     ) -> None:
+        if isinstance(group_scale_floor, bool) or not isinstance(group_scale_floor, (int, float)):
+            raise TypeError(f"group_scale_floor must be a number in [0, 1], got {group_scale_floor!r}")
+        if not 0.0 <= group_scale_floor <= 1.0:
+            raise ValueError(
+                f"group_scale_floor must be in [0, 1] (a fraction of the largest group's advantage scale), "
+                f"got {group_scale_floor!r}"
+            )
         # Set before the base class's __init__, which calls reset()
         self.n_groups = n_groups
         self.group_weights = None if group_weights is None else list(group_weights)
         self.group_reduce = group_reduce
         self.normalize_groups = normalize_groups
+        self.group_scale_floor = float(group_scale_floor)
+        #: per group, what the last combination did: ``std`` (the advantages' spread, ``sqrt(var + eps)``, over the
+        #: group's samples), ``scale`` (what they were divided by: ``std`` floored, or 1 without ``normalize_groups``),
+        #: ``weight`` (``w_g / scale``: the factor of the group's raw advantage in the combination, before
+        #: ``'mean'`` divides by the weights' sum) and ``support`` (the share of samples where the group exists)
+        self.group_stats: dict[str, np.ndarray] = {}
         super().__init__(*args, **kwargs)
 
     def reset(self) -> None:
@@ -67,6 +105,18 @@ class MultiCriticBufferMixin:
         self.values = np.zeros(grouped, dtype=np.float32)
         self.returns = np.zeros(grouped, dtype=np.float32)
         self.group_advantages = np.zeros(grouped, dtype=np.float32)
+        #: which groups exist at each step (all, unless the env says otherwise through :meth:`stage_group_masks`)
+        self.group_masks = np.ones(grouped, dtype=bool)
+        self._staged_masks: np.ndarray | None = None
+
+    def stage_group_masks(self, masks: np.ndarray | None) -> None:
+        """
+        The groups present at the step that the next :meth:`add` stores (called by
+        :class:`~sb3_xppo.multi_critic.GroupRewardVecEnv` after each env step).
+
+        :param masks: ``(n_envs, G)`` bools, or None: every group exists at that step
+        """
+        self._staged_masks = None if masks is None else np.asarray(masks, dtype=bool).reshape(self.n_envs, self.n_groups)
 
     def add(
         self,
@@ -76,6 +126,7 @@ class MultiCriticBufferMixin:
         episode_start: np.ndarray,
         value: th.Tensor,
         log_prob: th.Tensor,
+        **kwargs: Any,
     ) -> None:
         """
         :param obs: Observation
@@ -84,19 +135,23 @@ class MultiCriticBufferMixin:
         :param episode_start: Start of episode signal.
         :param value: ``(n_envs, G)`` value estimates of the current state, one per critic
         :param log_prob: log probability of the action following the current policy.
+        :param kwargs: the base buffer's extras (a maskable buffer's ``action_masks``)
         """
         reward = th.as_tensor(reward).detach().to("cpu", th.float32).reshape(self.n_envs, self.n_groups).numpy()
+        # This step's row (the base class's add() then moves pos on)
+        self.group_masks[self.pos] = True if self._staged_masks is None else self._staged_masks
+        self._staged_masks = None
         # The base class writes value.flatten() (n_envs * G numbers) into the step's row: a flat view takes it
         grouped_values, self.values = self.values, self.values.reshape(self.buffer_size, -1)
         try:
-            super().add(obs, action, reward, episode_start, value, log_prob)  # type: ignore[misc]
+            super().add(obs, action, reward, episode_start, value, log_prob, **kwargs)  # type: ignore[misc]
         finally:
             self.values = grouped_values
 
     def compute_returns_and_advantage(self, last_values: th.Tensor, dones: np.ndarray) -> None:
         """
-        Per-group GAE(lambda) advantages and TD(lambda) returns, one :func:`~sb3_xppo.functional.calc_gae` call for
-        all groups (through :func:`~sb3_xppo.xppo.buffers.rollout_gae`), then the combined advantages.
+        Per-group GAE(lambda) advantages and TD(lambda) returns, one :func:`~sb3_xppo.common.buffers.rollout_gae` call
+        for all groups (per group bit for bit SB3's loop), then the combined advantages.
 
         :param last_values: ``(n_envs, G)`` values of the observation after the last step
         :param dones: if the last step was a terminal step (one bool for each env).
@@ -104,14 +159,45 @@ class MultiCriticBufferMixin:
         self.group_advantages, self.returns = rollout_gae(
             self.rewards, self.values, self.episode_starts, last_values, dones, self.gamma, self.gae_lambda
         )
+        advantages = th.from_numpy(self.group_advantages)
+        # Groups that exist on some samples only: their statistics over those, each sample combining its groups
+        mask = None if self.group_masks.all() else th.from_numpy(self.group_masks)
+        mean, std = group_statistics(advantages, group_dim=-1, mask=mask)
+        scale = th.ones_like(std)
+        if self.normalize_groups:
+            # What combine_grouped_advantages(normalize=True, scale_floor=...) does, computed here to be logged
+            scale = floor_scales(std, self.group_scale_floor)
+            advantages = (advantages - mean) / scale
         # (n_steps, n_envs, G) -> (n_steps, n_envs)
         self.advantages = combine_grouped_advantages(
-            th.from_numpy(self.group_advantages),
-            weights=self.group_weights,
-            normalize=self.normalize_groups,
-            group_dim=-1,
-            reduce=self.group_reduce,
+            advantages, weights=self.group_weights, normalize=False, group_dim=-1, mask=mask, reduce=self.group_reduce
         ).numpy()
+        weights = np.ones(self.n_groups) if self.group_weights is None else np.asarray(self.group_weights)
+        self.group_stats = dict(
+            std=std.numpy().astype(np.float64),
+            scale=scale.numpy().astype(np.float64),
+            weight=weights / scale.numpy(),
+            support=self.group_masks.reshape(-1, self.n_groups).mean(axis=0),
+        )
+
+    def group_log_values(self, group_names: Sequence[str]) -> dict[str, float]:
+        """
+        The ``train/...`` keys and values of :attr:`group_stats`, for the logger: ``advantage_std``,
+        ``advantage_scale`` and ``effective_weight`` of each group, and ``group_support`` where groups exist on some
+        samples only.
+
+        :param group_names: the groups' names, in order
+        :return: key -> value
+        """
+        keys = dict(std="advantage_std", scale="advantage_scale", weight="effective_weight")
+        if self.group_stats.get("support", np.ones(1)).min() < 1:
+            keys["support"] = "group_support"
+        return {
+            f"train/{key}/{name}": float(value)
+            for stat, key in keys.items()
+            if stat in self.group_stats
+            for name, value in zip(group_names, self.group_stats[stat], strict=True)
+        }
 
     def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> Any:
         """The base class's samples (``RolloutBufferSamples`` or ``DictRolloutBufferSamples``), values and returns grouped."""
@@ -143,3 +229,11 @@ class MultiCriticRolloutBuffer(MultiCriticBufferMixin, XPPORolloutBuffer):
 
 class MultiCriticDictRolloutBuffer(MultiCriticBufferMixin, XPPODictRolloutBuffer):
     """:class:`MultiCriticRolloutBuffer` for Dict observations (same keywords)."""
+
+
+class MultiCriticMaskableRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableRolloutBuffer):
+    """:class:`MultiCriticRolloutBuffer` that also stores action masks, for :class:`~sb3_xppo.MaskableXPPO`."""
+
+
+class MultiCriticMaskableDictRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableDictRolloutBuffer):
+    """:class:`MultiCriticMaskableRolloutBuffer` for Dict observations."""

@@ -10,6 +10,11 @@ from itertools import pairwise
 from typing import Any
 
 import torch as th
+from sb3_contrib.common.maskable.policies import (
+    MaskableActorCriticCnnPolicy,
+    MaskableActorCriticPolicy,
+    MaskableMultiInputActorCriticPolicy,
+)
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
@@ -162,9 +167,24 @@ class MultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MultiInputActorCriticP
     """:class:`MultiCriticPolicy` for Dict observations (combined features, as ``MultiInputActorCriticPolicy``)."""
 
 
+class MaskableMultiCriticPolicy(MultiCriticPolicyMixin, MaskableActorCriticPolicy):
+    """:class:`MultiCriticPolicy` with invalid-action masking (sb3-contrib's ``MaskableActorCriticPolicy``)."""
+
+
+class MaskableMultiCriticCnnPolicy(MultiCriticPolicyMixin, MaskableActorCriticCnnPolicy):
+    """:class:`MaskableMultiCriticPolicy` for image observations."""
+
+
+class MaskableMultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MaskableMultiInputActorCriticPolicy):
+    """:class:`MaskableMultiCriticPolicy` for Dict observations."""
+
+
 #: XPPO's policy classes -> their multi-critic counterparts (used when ``reward_groups`` is set)
-MULTI_CRITIC_POLICIES: dict[type[ActorCriticPolicy], type[ActorCriticPolicy]] = {
+MULTI_CRITIC_POLICIES: dict[type, type] = {
     ActorCriticPolicy: MultiCriticPolicy,
     ActorCriticCnnPolicy: MultiCriticCnnPolicy,
     MultiInputActorCriticPolicy: MultiCriticMultiInputPolicy,
+    MaskableActorCriticPolicy: MaskableMultiCriticPolicy,
+    MaskableActorCriticCnnPolicy: MaskableMultiCriticCnnPolicy,
+    MaskableMultiInputActorCriticPolicy: MaskableMultiCriticMultiInputPolicy,
 }

@@ -1,0 +1,571 @@
+"""
+``learn()`` speed of XPPO against SB3 PPO: env-steps per second on rl-zoo3's configs, one torch thread, with a
+breakdown of where the time goes and the env-only limit beside it.
+
+- **Configs**: each env's rl-zoo3 ``ppo.yml`` entry (``n_envs``, ``n_steps``, ``batch_size``, ``n_epochs``,
+  schedules, ``normalize``...), turned into objects and its envs built by rl-zoo3's ``ExperimentManager``
+  (``learning.zoo_setup``). XPPO gets the same keywords (its defaults are PPO's options: it must reproduce PPO bit
+  for bit) plus ``--xppo-kwargs``, e.g. an opt-in fast path whose difference to PPO is then measured. The entry's
+  own callbacks are left out. Each run trains a fresh model and fresh envs with the same seed for
+  ``--rollouts`` rollouts (``n_steps * n_envs`` steps each): ``learn()`` with the entry's ``n_timesteps`` as its
+  budget, so that schedules are as at the start of a zoo run, ended by a callback at the first step of the next
+  rollout (that step is timed too, and not counted).
+- **Speed**: per repetition (``--reps``), one uninstrumented ``learn()`` of PPO and one of XPPO and the env-only
+  limit, in an order rotated every repetition, all in one process (machine noise hits all alike). Reported: best
+  and median env-steps/s, the XPPO/PPO ratio of the bests, of the medians and the median over repetitions of the
+  paired ratio (PPO seconds / XPPO seconds in the same repetition), and the same on CPU time (``process_time``).
+  Model and env construction are outside the timing.
+- **Env-only limit**: the same VecEnv, as rl-zoo3 builds it, stepped with random actions (``action_space.sample``
+  per env, drawn outside the timed ``step``) for as many steps as one ``learn()``.
+- **Breakdown**: ``--profile-reps`` extra runs of each algorithm with every piece timed (exclusive time: a nested
+  piece is not counted again in its parent; the fastest run of each algorithm is shown), by wrapping methods of the
+  run's own objects (``VecEnv.step_async/step_wait``, ``policy.forward/predict_values/reset_noise`` during collection,
+  ``rollout_buffer.add``, ``compute_returns_and_advantage``, the minibatch generator ``rollout_buffer.get``,
+  ``policy.evaluate_actions``, ``optimizer.zero_grad/step``) and, for the length of that run only, two torch
+  functions (``torch.autograd.backward``, which ``Tensor.backward`` calls, and ``torch.nn.utils.clip_grad_norm_``).
+  The remainders are named "collection other" (``obs_as_tensor``, numpy copies, callbacks, episode info),
+  "train other" (losses, advantage normalization, statistics) and "learn other" (logger, setup). Code that stops
+  calling one of the wrapped methods (an optimized path) shows up in those remainders. Timing adds a few
+  microseconds per wrapped call: the env-steps/s figures come from the uninstrumented runs only, and the JSON
+  gives the instrumented runs' steps/s beside them (the instrument's overhead). ``--clock cpu`` (default) times
+  the pieces with ``time.process_time``, which leaves out the time the process waited for a core on a shared
+  machine (each reading costs ~1 us more than ``perf_counter``'s; it would miss the work of envs stepped in
+  subprocesses, which the zoo entries here do not use); ``--clock wall`` with ``time.perf_counter``.
+- **Exactness**: the parameters of PPO and XPPO after the first repetition (same seed) are compared: ``bit_exact``
+  and the largest absolute difference.
+- **Targets** (DESIGN.md): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on LunarLander-v3.
+- **Outputs**: a printed table, ``benchmarks/results/speed.json`` and ``speed.png`` (stacked bars: microseconds
+  per env-step of each piece, per algorithm, per env).
+
+usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3 Pendulum-v1] [--rollouts N] [--reps 3]
+                                  [--profile-reps 1] [--clock cpu] [--seed 0] [--xppo-kwargs "{...}"]
+                                  [--out-dir DIR] [--name speed]
+       (the defaults take about 2 minutes on one free core: 40 rollouts of CartPole-v1, 2 of LunarLander-v3, 3 of
+       Pendulum-v1; 3 repetitions and 1 instrumented run of each algorithm)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import functools
+import gc
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import stable_baselines3
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_xppo import XPPO
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
+    sys.path.insert(0, BENCHMARKS)
+from learning import zoo_setup  # noqa: E402  (rl-zoo3's hyperparameters and envs, one copy)
+
+RESULTS = os.path.join(BENCHMARKS, "results")
+
+DEFAULT_ENVS = ("CartPole-v1", "LunarLander-v3", "Pendulum-v1")
+#: Rollouts per run when ``--rollouts`` is not given: a few seconds of ``learn()`` each (a CartPole rollout is 256 steps)
+DEFAULT_ROLLOUTS = {"CartPole-v1": 40, "LunarLander-v3": 2, "LunarLanderContinuous-v3": 2, "Pendulum-v1": 3}
+#: XPPO / PPO env-steps/s that DESIGN.md asks for
+TARGETS = {"CartPole-v1": 1.5, "LunarLander-v3": 1.25}
+
+#: The pieces of the breakdown, in plot order, and their labels
+CATEGORIES: dict[str, str] = {
+    "env": "env step",
+    "policy": "policy forward (collection)",
+    "buffer_add": "buffer writes",
+    "collect_other": "collection other",
+    "gae": "GAE",
+    "sample": "minibatch sampling",
+    "forward": "minibatch forward",
+    "backward": "backward",
+    "zero_grad": "zero_grad",
+    "optimizer": "optimizer step",
+    "clip": "gradient clipping",
+    "train_other": "train other",
+    "learn_other": "learn other",
+}
+ALGOS: dict[str, type[PPO]] = {"PPO": PPO, "XPPO": XPPO}
+ENV_ONLY = "env only"
+#: Clocks of the breakdown (``--clock``)
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+class Profiler:
+    """
+    Exclusive time per named piece: a timed call nested in another is subtracted from its parent, so the pieces
+    of one run add up to the time spent inside them.
+
+    :param clock: the clock, seconds (a fake one in tests)
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        # One [time of nested timed calls] cell per open timed call
+        self._stack: list[list[float]] = []
+
+    def _enter(self) -> tuple[list[float], float]:
+        cell = [0.0]
+        self._stack.append(cell)
+        return cell, self.clock()
+
+    def _exit(self, name: str, cell: list[float], start: float) -> None:
+        elapsed = self.clock() - start
+        self._stack.pop()
+        self.seconds[name] += elapsed - cell[0]
+        self.calls[name] += 1
+        if self._stack:
+            self._stack[-1][0] += elapsed
+
+    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """
+        ``fn``, timed under ``name``.
+
+        :param name: the piece the call's exclusive time counts for
+        :param fn: the function or bound method
+        """
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            cell, start = self._enter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._exit(name, cell, start)
+
+        return timed
+
+    def wrap_generator(self, name: str, fn: Callable[..., Iterable[Any]]) -> Callable[..., Generator[Any, None, None]]:
+        """
+        A generator function whose every ``next()`` on ``fn``'s result is timed under ``name`` (the consumer's work
+        between two items is not).
+
+        :param name: the piece the item production counts for
+        :param fn: a function returning an iterable (e.g. the generator function ``RolloutBuffer.get``)
+        """
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
+            iterator = iter(self.wrap(name, fn)(*args, **kwargs))
+            while True:
+                cell, start = self._enter()
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+                finally:
+                    self._exit(name, cell, start)
+                yield item
+
+        return timed
+
+
+@contextlib.contextmanager
+def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """Set ``obj.name = value`` for the block; an instance attribute is removed again, a module's is restored."""
+    had_own = name in vars(obj)
+    old = vars(obj)[name] if had_own else None
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        if had_own:
+            setattr(obj, name, old)
+        else:
+            delattr(obj, name)
+
+
+@contextlib.contextmanager
+def instrument(model: PPO, profiler: Profiler) -> Iterator[None]:
+    """
+    Time the pieces of ``model.learn()`` (see :data:`CATEGORIES`) with ``profiler`` for the block, without
+    changing library code: the model's own objects get timed instance attributes, and ``torch.autograd.backward``
+    and ``torch.nn.utils.clip_grad_norm_`` are replaced until the block ends.
+
+    :param model: a PPO or XPPO model, built; its env is the one ``learn()`` steps
+    :param profiler: receives the timings
+    """
+    env, policy, buffer = model.env, model.policy, model.rollout_buffer
+    assert env is not None
+    targets: list[tuple[Any, str, str]] = [
+        (model, "collect_rollouts", "collect_other"),
+        (model, "train", "train_other"),
+        (env, "step_async", "env"),
+        (env, "step_wait", "env"),
+        (policy, "forward", "policy"),
+        (policy, "predict_values", "policy"),
+        (policy, "reset_noise", "policy"),
+        (policy, "evaluate_actions", "forward"),
+        (buffer, "add", "buffer_add"),
+        (buffer, "compute_returns_and_advantage", "gae"),
+        (policy.optimizer, "zero_grad", "zero_grad"),
+        (policy.optimizer, "step", "optimizer"),
+        (th.autograd, "backward", "backward"),
+        (th.nn.utils, "clip_grad_norm_", "clip"),
+    ]
+    with contextlib.ExitStack() as stack:
+        for obj, name, category in targets:
+            stack.enter_context(patched(obj, name, profiler.wrap(category, getattr(obj, name))))
+        stack.enter_context(patched(buffer, "get", profiler.wrap_generator("sample", buffer.get)))
+        yield
+
+
+def zoo_env(env_id: str, seed: int, log_folder: str) -> tuple[dict[str, Any], VecEnv, int]:
+    """
+    rl-zoo3's PPO keywords for ``env_id`` (policy included), its training VecEnv built the zoo's way, and the
+    entry's ``n_timesteps``.
+    """
+    hyperparams, env, eval_env, _, entry = zoo_setup(env_id, seed, budget=0, log_folder=log_folder)
+    eval_env.close()
+    return hyperparams, env, int(entry["n_timesteps"])
+
+
+class StopAfter(BaseCallback):
+    """Ends ``learn()`` at the first step after ``steps`` env-steps (a rollout boundary: that step is not trained on)."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+
+    def _on_step(self) -> bool:
+        return self.num_timesteps <= self.steps
+
+
+@dataclass
+class Run:
+    """One timed ``learn()`` (or env-only loop)."""
+
+    name: str
+    rep: int
+    steps: int
+    seconds: float
+    cpu_seconds: float
+    # exclusive seconds per piece (instrumented runs) and the number of timed calls
+    breakdown: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds
+
+
+def run_learn(
+    name: str,
+    env_id: str,
+    seed: int,
+    rollouts: int,
+    log_folder: str,
+    extra_kwargs: dict[str, Any] | None = None,
+    profile: bool = False,
+    rep: int = 0,
+    clock: str = "cpu",
+) -> tuple[Run, dict[str, th.Tensor]]:
+    """
+    One ``learn()`` of a fresh model on fresh envs, construction not timed: its budget is the zoo's ``n_timesteps``
+    (schedules as at the start of a zoo run) and :class:`StopAfter` ends it after ``rollouts`` rollouts, at the
+    first step of the next (that one step and its policy forward are timed too).
+
+    :param name: ``'PPO'`` or ``'XPPO'``
+    :param extra_kwargs: keywords added to the zoo's (XPPO's options)
+    :param profile: time the pieces (:func:`instrument`)
+    :param rep: the repetition, recorded
+    :param clock: the breakdown's clock, a key of :data:`CLOCKS`; the run's own time is always wall and CPU time
+    :return: the run and the policy's parameters after it
+    """
+    hyperparams, env, budget = zoo_env(env_id, seed, log_folder)
+    model = ALGOS[name](env=env, seed=seed, verbose=0, device="cpu", **hyperparams, **(extra_kwargs or {}))
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    steps = rollouts * model.n_steps * env.num_envs
+    profiler = Profiler(CLOCKS[clock])
+    gc.collect()
+    with instrument(model, profiler) if profile else contextlib.nullcontext():
+        start, start_cpu = time.perf_counter(), time.process_time()
+        model.learn(max(budget, steps + 1), callback=StopAfter(steps))
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    assert model.num_timesteps == steps + env.num_envs, (model.num_timesteps, steps)  # one step into the next rollout
+    run = Run(name, rep, steps, seconds, cpu_seconds)
+    if profile:
+        run.breakdown = {k: profiler.seconds.get(k, 0.0) for k in CATEGORIES if k != "learn_other"}
+        run.breakdown["learn_other"] = (seconds if clock == "wall" else cpu_seconds) - sum(run.breakdown.values())
+        run.calls = dict(profiler.calls)
+    params = {k: v.detach().clone() for k, v in model.policy.state_dict().items()}
+    env.close()
+    return run, params
+
+
+def run_env_only(env_id: str, seed: int, rollouts: int, log_folder: str, rep: int = 0, clock: str = "cpu") -> Run:
+    """
+    The env-only limit: the zoo's VecEnv for ``env_id`` stepped with random actions as many steps as
+    :func:`run_learn`; only ``env.step`` is timed.
+
+    :param clock: the clock of its breakdown (all ``env``), as :func:`run_learn`'s
+    """
+    hyperparams, env, _ = zoo_env(env_id, seed, log_folder)
+    n_steps = int(hyperparams.get("n_steps", 2048))
+    env.action_space.seed(seed)
+    env.reset()
+    seconds = cpu_seconds = 0.0
+    gc.collect()
+    for _ in range(rollouts * n_steps):
+        actions = np.array([env.action_space.sample() for _ in range(env.num_envs)])
+        start, start_cpu = time.perf_counter(), time.process_time()
+        env.step(actions)
+        seconds += time.perf_counter() - start
+        cpu_seconds += time.process_time() - start_cpu
+    breakdown = {"env": seconds if clock == "wall" else cpu_seconds}
+    run = Run(ENV_ONLY, rep, rollouts * n_steps * env.num_envs, seconds, cpu_seconds, breakdown=breakdown)
+    env.close()
+    return run
+
+
+def params_difference(a: dict[str, th.Tensor], b: dict[str, th.Tensor]) -> tuple[bool, float]:
+    """Whether two state dicts are identical, and their largest absolute difference (inf when keys or shapes differ)."""
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
+        return False, float("inf")
+    exact = all(th.equal(a[k], b[k]) for k in a)
+    diff = max((float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].numel()), default=0.0)
+    return exact, diff
+
+
+def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool, diff: float) -> dict[str, Any]:
+    """
+    Speeds, ratios and breakdown of one env.
+
+    :param runs: the uninstrumented runs (PPO, XPPO, env only)
+    :param profiled: the instrumented runs
+    :param exact: whether PPO and XPPO ended with the same parameters
+    :param diff: their largest absolute difference
+    :return: the env's record; its breakdown is, per algorithm, the fastest instrumented run's exclusive time per
+        piece in microseconds per env-step (by the breakdown's clock)
+    """
+    by_name: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_name[run.name].append(run)
+    speed = {
+        name: dict(
+            best=max(r.steps_per_s for r in rs),
+            median=statistics.median(r.steps_per_s for r in rs),
+            cpu_best=max(r.steps / r.cpu_seconds for r in rs),
+        )
+        for name, rs in by_name.items()
+    }
+    pairs = list(zip(by_name["PPO"], by_name["XPPO"], strict=True))
+    assert all(p.rep == x.rep for p, x in pairs)
+    breakdown: dict[str, dict[str, Any]] = {}
+    for name in (*ALGOS, ENV_ONLY):
+        rs = by_name[ENV_ONLY] if name == ENV_ONLY else [r for r in profiled if r.name == name]
+        if not rs:
+            continue
+        # the fastest run by the breakdown's clock: the one least disturbed by the rest of the machine
+        fastest = min(rs, key=lambda r: sum(r.breakdown.values()))
+        breakdown[name] = dict(us_per_step={k: 1e6 * fastest.breakdown.get(k, 0.0) / fastest.steps for k in CATEGORIES})
+        if name != ENV_ONLY:
+            breakdown[name]["calls"] = {k: fastest.calls.get(k, 0) for k in CATEGORIES if k != "learn_other"}
+            breakdown[name]["instrumented_steps_per_s"] = fastest.steps_per_s
+            breakdown[name]["instrumented_cpu_steps_per_s"] = fastest.steps / fastest.cpu_seconds
+    ratio = speed["XPPO"]["best"] / speed["PPO"]["best"]
+    target = TARGETS.get(env_id)
+    return dict(
+        env=env_id,
+        steps_per_run=runs[0].steps,
+        speed=speed,
+        ratio_best=ratio,
+        ratio_median=speed["XPPO"]["median"] / speed["PPO"]["median"],
+        ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
+        cpu_ratio_best=speed["XPPO"]["cpu_best"] / speed["PPO"]["cpu_best"],
+        cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
+        share_of_env_limit={n: speed[n]["best"] / speed[ENV_ONLY]["best"] for n in ALGOS},
+        target=target,
+        target_met=None if target is None else ratio >= target,
+        bit_exact=exact,
+        max_abs_param_diff=diff,
+        breakdown=breakdown,
+        runs=[dict(name=r.name, rep=r.rep, steps=r.steps, seconds=r.seconds, cpu_seconds=r.cpu_seconds) for r in runs],
+    )
+
+
+def benchmark_env(
+    env_id: str,
+    rollouts: int,
+    reps: int,
+    profile_reps: int,
+    seed: int,
+    xppo_kwargs: dict[str, Any],
+    log_folder: str,
+    clock: str = "cpu",
+) -> dict[str, Any]:
+    """
+    All runs of one env: ``reps`` rotations of (PPO, XPPO, env only), then ``profile_reps`` instrumented runs of
+    each algorithm (alternating), and the exactness check on the first repetition's parameters.
+
+    :param rollouts: rollouts per run
+    :param xppo_kwargs: keywords XPPO gets on top of the zoo entry
+    :param log_folder: a scratch folder for rl-zoo3
+    :param clock: the breakdown's clock, a key of :data:`CLOCKS`
+    """
+    contenders = [*ALGOS, ENV_ONLY]
+    runs: list[Run] = []
+    params: dict[str, dict[str, th.Tensor]] = {}
+    for rep in range(reps):
+        for name in contenders[rep % 3 :] + contenders[: rep % 3]:
+            if name == ENV_ONLY:
+                runs.append(run_env_only(env_id, seed, rollouts, log_folder, rep, clock))
+                continue
+            run, state = run_learn(name, env_id, seed, rollouts, log_folder, xppo_kwargs if name == "XPPO" else None, rep=rep)
+            runs.append(run)
+            params.setdefault(name, state)
+    profiled = []
+    for rep in range(profile_reps):
+        for name in list(ALGOS)[rep % 2 :] + list(ALGOS)[: rep % 2]:
+            extra = xppo_kwargs if name == "XPPO" else None
+            profiled.append(run_learn(name, env_id, seed, rollouts, log_folder, extra, True, rep, clock)[0])
+    exact, diff = params_difference(params["PPO"], params["XPPO"])
+    return dict(**summarize_env(env_id, runs, profiled, exact, diff), rollouts=rollouts, clock=clock)
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    """The speed table and, per env, the breakdown table."""
+    lines = [
+        f"{'env':<26} {'steps/run':>9} {'PPO best':>9} {'XPPO best':>9} {'env only':>9} {'ratio':>7} {'median':>7} "
+        f"{'paired':>7} {'CPU':>7} {'CPU pair':>8} {'target':>8} {'bit-exact':>10}"
+    ]
+    for r in results:
+        s = r["speed"]
+        target = "-" if r["target"] is None else f"{r['target']:.2f}x" + (" ok" if r["target_met"] else " no")
+        exact = "yes" if r["bit_exact"] else f"{r['max_abs_param_diff']:.1e}"
+        lines.append(
+            f"{r['env']:<26} {r['steps_per_run']:>9} {s['PPO']['best']:>9.0f} {s['XPPO']['best']:>9.0f} "
+            f"{s[ENV_ONLY]['best']:>9.0f} {r['ratio_best']:>6.3f}x {r['ratio_median']:>6.3f}x {r['ratio_paired']:>6.3f}x "
+            f"{r['cpu_ratio_best']:>6.3f}x {r['cpu_ratio_paired']:>7.3f}x {target:>8} {exact:>10}"
+        )
+    for r in results:
+        names = [n for n in (*ALGOS, ENV_ONLY) if n in r["breakdown"]]
+        lines += ["", f"{r['env']}: {r['clock']}-clock microseconds per env-step, fastest instrumented run (share)"]
+        lines.append(f"{'piece':<28}" + "".join(f"{n:>18}" for n in names))
+        totals = {n: sum(r["breakdown"][n]["us_per_step"].values()) for n in names}
+        for key, label in CATEGORIES.items():
+            cells = []
+            for n in names:
+                us = r["breakdown"][n]["us_per_step"][key]
+                cells.append(f"{us:>10.1f} ({100 * us / totals[n]:>4.1f}%)" if totals[n] else f"{us:>18.1f}")
+            lines.append(f"{label:<28}" + "".join(cells))
+        lines.append(f"{'total':<28}" + "".join(f"{totals[n]:>10.1f}        " for n in names))
+        instrumented = [
+            f"{n} {b['instrumented_steps_per_s']:.0f} (CPU {b['instrumented_cpu_steps_per_s']:.0f})"
+            for n, b in r["breakdown"].items()
+            if n in ALGOS
+        ]
+        lines.append("instrumented env-steps/s, wall (CPU), the instrument's overhead: " + ", ".join(instrumented))
+    return "\n".join(lines)
+
+
+def plot(results: list[dict[str, Any]], path: str) -> None:
+    """Stacked bars of the breakdown (microseconds per env-step), one panel per env, PPO / XPPO / env only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4.8), squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for ax, r in zip(axes[0], results, strict=True):
+        names = [n for n in (*ALGOS, ENV_ONLY) if n in r["breakdown"]]
+        bottoms = np.zeros(len(names))
+        for i, (key, label) in enumerate(CATEGORIES.items()):
+            heights = np.array([r["breakdown"][n]["us_per_step"][key] for n in names])
+            ax.bar(names, heights, bottom=bottoms, color=colors[i % len(colors)], label=label)
+            bottoms += heights
+        for x, n in enumerate(names):
+            ax.annotate(f"{r['speed'][n]['best']:.0f}/s", (x, bottoms[x]), ha="center", va="bottom", fontsize=8)
+        ax.set_title(f"{r['env']}: XPPO/PPO {r['ratio_best']:.2f}x")
+        ax.set_ylabel(f"microseconds per env-step ({r['clock']} clock)")
+        ax.set_ylim(0, bottoms.max() * 1.1)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    fig.suptitle("learn() time per env-step (instrumented runs; labels: uninstrumented best env-steps/s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
+    parser.add_argument("--rollouts", type=int, default=None, help="rollouts per run (default: per env, DEFAULT_ROLLOUTS)")
+    parser.add_argument("--reps", type=int, default=3, help="uninstrumented runs of each algorithm per env")
+    parser.add_argument("--profile-reps", type=int, default=1, help="instrumented runs of each algorithm per env")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="cpu", help="the breakdown's clock")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--xppo-kwargs", default="{}", help="python dict literal of extra XPPO keywords")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--name", default="speed", help="output files <out-dir>/<name>.json, .png")
+    args = parser.parse_args(argv)
+    if args.reps < 1 or args.profile_reps < 1:
+        raise ValueError(f"--reps and --profile-reps must be >= 1, got {args.reps} and {args.profile_reps}")
+    if args.rollouts is not None and args.rollouts < 1:
+        raise ValueError(f"--rollouts must be >= 1, got {args.rollouts}")
+    xppo_kwargs = ast.literal_eval(args.xppo_kwargs)
+    if not isinstance(xppo_kwargs, dict):
+        raise TypeError(f"--xppo-kwargs must be a python dict literal, got {args.xppo_kwargs!r}")
+    th.set_num_threads(args.threads)
+
+    load_start = os.getloadavg()
+    results = []
+    with tempfile.TemporaryDirectory() as log_folder:
+        for env_id in args.envs:
+            rollouts = args.rollouts if args.rollouts is not None else DEFAULT_ROLLOUTS.get(env_id, 2)
+            start = time.perf_counter()
+            results.append(
+                benchmark_env(env_id, rollouts, args.reps, args.profile_reps, args.seed, xppo_kwargs, log_folder, args.clock)
+            )
+            print(f"{env_id}: {time.perf_counter() - start:.0f} s", flush=True)
+    table = format_table(results)
+    print(table)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    record = dict(
+        command=shlex.join(["python", "benchmarks/speed.py", *(sys.argv[1:] if argv is None else argv)]),
+        config={k: v for k, v in vars(args).items() if k != "out_dir"},
+        xppo_kwargs={k: repr(v) for k, v in xppo_kwargs.items()},
+        host=dict(
+            platform=platform.platform(),
+            cpus=os.cpu_count(),
+            torch=th.__version__,
+            stable_baselines3=stable_baselines3.__version__,
+            loadavg_start=load_start,
+            loadavg_end=os.getloadavg(),
+        ),
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+        categories=CATEGORIES,
+        results=results,
+    )
+    path = os.path.join(args.out_dir, args.name)
+    with open(path + ".json", "w") as f:
+        json.dump(record, f, indent=1)
+    plot(results, path + ".png")
+    print(f"wrote {path}.json, {path}.png")
+    return record
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""
+Rollout buffers whose GAE reproduces SB3's loop bit for bit, with a two-op recurrence per step (:func:`rollout_gae`):
+SB3's plain and Dict buffers, and sb3-contrib's maskable and recurrent ones.
+"""
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer, MaskableRolloutBuffer
+from sb3_contrib.common.recurrent.buffers import RecurrentDictRolloutBuffer, RecurrentRolloutBuffer
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+
+# Up to this many recurrences per step (n_envs times reward groups), each runs as a loop over NumPy scalars; wider
+# rollouts run one row of every recurrence per NumPy call. Below it the scalar loop is faster (benchmarks/gae.py).
+SCALAR_MAX_COLUMNS = 3
+
+
+def rollout_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    episode_starts: np.ndarray,
+    last_values: th.Tensor,
+    dones: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """
+    GAE(lambda) advantages and TD(lambda) returns of an SB3 rollout, in SB3's layout, equal bit for bit to
+    :meth:`stable_baselines3.common.buffers.RolloutBuffer.compute_returns_and_advantage`
+    (Schulman et al. 2016, https://arxiv.org/abs/1506.02438).
+
+    SB3's loop computes, per step and in this order,
+    ``delta = r[t] + gamma * next_values * next_non_terminal - values[t]`` and
+    ``last = delta + gamma * gae_lambda * next_non_terminal * last``. Everything but the recurrence on ``last``
+    is computed here for all steps at once, with the same operands and the same float operations in the same
+    order (so NumPy's promotion rules give the same dtypes: a Python float ``gamma`` meets the float32 arrays as
+    float32, ``gamma * gae_lambda`` is a float64 product first). What is left is two rounded ops per step,
+    ``last = delta[t] + coef[t] * last``, the loop that cannot be vectorised without changing the rounding.
+
+    SB3's conventions are kept: the value of the last observation is the bootstrap, a step is bootstrapped
+    unless the next step starts a new episode (the last step: unless its env is done), and truncation was
+    already folded into the reward at collection (``reward += gamma * V(terminal_obs)``).
+
+    :param rewards: ``(n_steps, n_envs)`` or grouped ``(n_steps, n_envs, G)``
+    :param values: value estimates, same shape as ``rewards``
+    :param episode_starts: ``(n_steps, n_envs)``, 1 where a step starts an episode
+    :param last_values: values of the observation after the last step, ``n_envs`` or ``n_envs * G`` numbers
+    :param dones: ``(n_envs,)``, whether the last step ended its episode
+    :param gamma: discount factor
+    :param gae_lambda: GAE lambda
+    :return: ``(advantages, returns)``, float32 arrays shaped like ``rewards``
+    """
+    last = last_values.detach().to("cpu", th.float32).numpy().astype(values.dtype, copy=False).reshape(values.shape[1:])
+    next_values = np.concatenate((values[1:], last[None]))
+    # SB3: 1.0 - episode_starts[t + 1], and 1.0 - dones.astype(np.float32) at the last step; shared by all groups
+    next_non_terminal = 1.0 - np.concatenate((episode_starts[1:], np.asarray(dones).astype(np.float32)[None]))
+    if rewards.ndim == 3:
+        next_non_terminal = next_non_terminal[..., None]
+    # SB3's two expressions, operand for operand, over all steps at once
+    delta = rewards + gamma * next_values * next_non_terminal - values
+    coef = gamma * gae_lambda * next_non_terminal
+    # SB3 keeps `last` in the dtype of its expression and rounds to the float32 buffer when storing it
+    advantages = _reverse_recurrence(delta, coef).astype(np.float32, copy=False)
+    # TD(lambda) returns, as SB3: advantages + values
+    return advantages, advantages + values
+
+
+def _reverse_recurrence(x: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """
+    ``y[t] = x[t] + coef[t] * y[t + 1]`` backwards along the first axis from ``y[n] = 0``, each op rounded to the
+    promoted dtype of ``x`` and ``coef`` as in SB3's loop (the result equals that loop's bit for bit).
+
+    :param x: ``(n, ...)`` inputs, time first
+    :param coef: coefficients broadcastable to ``x`` (e.g. ``(n, n_envs, 1)`` for grouped ``x``)
+    :return: ``(n, ...)`` C-contiguous solution
+    """
+    n = x.shape[0]
+    columns = x[0].size
+    dtype = np.result_type(x, coef)
+    if columns <= SCALAR_MAX_COLUMNS:
+        # Few recurrences: NumPy scalar arithmetic costs a fraction of a ufunc call on a one-element row
+        x_cols = x.reshape(n, columns).T
+        coef_cols = np.broadcast_to(coef, x.shape).reshape(n, columns).T
+        out = np.empty((columns, n), dtype=dtype)
+        for x_col, coef_col, out_col in zip(x_cols, coef_cols, out, strict=True):
+            acc, steps = dtype.type(0), []
+            for x_t, coef_t in zip(list(x_col[::-1]), list(coef_col[::-1]), strict=True):
+                acc = x_t + coef_t * acc
+                steps.append(acc)
+            out_col[::-1] = steps
+        return np.ascontiguousarray(out.T).reshape(x.shape)
+    # Many: one row (a contiguous block of every recurrence) per call, written in place
+    out = np.empty(x.shape, dtype=dtype)
+    acc = np.zeros_like(out[0])
+    for x_t, coef_t, out_t in zip(x[::-1], coef[::-1], out[::-1], strict=True):
+        np.multiply(coef_t, acc, out_t)
+        np.add(x_t, out_t, out_t)
+        acc = out_t
+    return out
+
+
+class XPPORolloutBufferMixin:
+    """Replaces SB3's per-step GAE loop by one :func:`rollout_gae` call; results equal SB3's."""
+
+    rewards: np.ndarray
+    values: np.ndarray
+    episode_starts: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    gamma: float
+    gae_lambda: float
+
+    def compute_returns_and_advantage(self, last_values: th.Tensor, dones: np.ndarray) -> None:
+        """
+        Post-processing step: GAE(lambda) advantages and TD(lambda) returns, as
+        :meth:`stable_baselines3.common.buffers.RolloutBuffer.compute_returns_and_advantage`.
+
+        :param last_values: state value estimation for the last step (one for each env)
+        :param dones: if the last step was a terminal step (one bool for each env).
+        """
+        self.advantages, self.returns = rollout_gae(
+            self.rewards, self.values, self.episode_starts, last_values, dones, self.gamma, self.gae_lambda
+        )
+
+
+class XPPORolloutBuffer(XPPORolloutBufferMixin, RolloutBuffer):
+    """:class:`~stable_baselines3.common.buffers.RolloutBuffer` with vectorised GAE (:func:`rollout_gae`)."""
+
+
+class XPPODictRolloutBuffer(XPPORolloutBufferMixin, DictRolloutBuffer):
+    """:class:`~stable_baselines3.common.buffers.DictRolloutBuffer` with vectorised GAE (:func:`rollout_gae`)."""
+
+
+class XPPOMaskableRolloutBuffer(XPPORolloutBufferMixin, MaskableRolloutBuffer):
+    """sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableRolloutBuffer` with :func:`rollout_gae`."""
+
+
+class XPPOMaskableDictRolloutBuffer(XPPORolloutBufferMixin, MaskableDictRolloutBuffer):
+    """sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableDictRolloutBuffer` with :func:`rollout_gae`."""
+
+
+class XPPORecurrentRolloutBuffer(XPPORolloutBufferMixin, RecurrentRolloutBuffer):
+    """sb3-contrib's :class:`~sb3_contrib.common.recurrent.buffers.RecurrentRolloutBuffer` with :func:`rollout_gae`."""
+
+
+class XPPORecurrentDictRolloutBuffer(XPPORolloutBufferMixin, RecurrentDictRolloutBuffer):
+    """sb3-contrib's :class:`~sb3_contrib.common.recurrent.buffers.RecurrentDictRolloutBuffer` with :func:`rollout_gae`."""

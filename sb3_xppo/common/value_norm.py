@@ -1,0 +1,95 @@
+"""
+Value normalization with preserved outputs (PopArt: van Hasselt et al. 2016, Learning values across many orders of
+magnitude, https://arxiv.org/abs/1602.07714; Hessel et al. 2019 for several tasks at once): each critic output
+regresses returns normalized by running statistics, and when the statistics move, the last layer is rescaled so
+that the values in return units stay exactly what they were.
+"""
+
+import torch as th
+from torch import nn
+
+#: Smallest standard deviation the statistics divide by (a constant return has none)
+MIN_STD = 1e-4
+
+
+class ValueNormalizer(nn.Module):
+    """
+    Wraps a value head (``nn.Linear(latent, G)``, or the stacked per-group critics of
+    :class:`~sb3_xppo.multi_critic.SeparateCritics`): the head predicts normalized values, and ``forward`` returns
+    ``mean + std * head(latent)``, values in return units, so that GAE and everything else reads them as before.
+    The statistics are buffers: saved and loaded with the policy's parameters, on its device.
+
+    :param head: the value head, whose last layer gets rescaled
+    :param n_outputs: its number of outputs ``G`` (one per critic)
+    """
+
+    def __init__(self, head: nn.Module, n_outputs: int) -> None:
+        super().__init__()
+        self.head = head
+        self.register_buffer("mean", th.zeros(n_outputs))
+        self.register_buffer("var", th.ones(n_outputs))
+        self.register_buffer("count", th.zeros(()))
+
+    @property
+    def std(self) -> th.Tensor:
+        return self.var.sqrt().clamp_min(MIN_STD)
+
+    def forward(self, latent_vf: th.Tensor) -> th.Tensor:
+        """
+        :param latent_vf: ``(batch, latent)`` critic features
+        :return: ``(batch, G)`` values in return units
+        """
+        return self.mean + self.std * self.head(latent_vf)
+
+    def normalize(self, values: th.Tensor) -> th.Tensor:
+        """
+        :param values: ``(batch, G)`` (or ``(batch,)`` with ``G = 1``) in return units
+        :return: the same in normalized units
+        """
+        mean, std = (self.mean, self.std) if values.ndim > 1 else (self.mean[0], self.std[0])
+        return (values - mean) / std
+
+    @th.no_grad()
+    def update(self, returns: th.Tensor) -> None:
+        """
+        Fold a rollout's returns into the running statistics (Chan et al.'s parallel mean/variance), then rescale
+        the head's last layer so that :meth:`forward` gives the same values as before (PopArt's "preserving outputs").
+
+        :param returns: ``(N, G)`` returns of the rollout
+        """
+        returns = returns.reshape(-1, len(self.mean)).to(self.mean)
+        old_mean, old_std = self.mean.clone(), self.std
+        n = float(len(returns))
+        batch_mean, batch_var = returns.mean(dim=0), returns.var(dim=0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.var.copy_((self.var * self.count + batch_var * n + delta**2 * self.count * n / total) / total)
+        self.mean.add_(delta * n / total)
+        self.count.copy_(total)
+        # head(x) = W x + b must become (old_std * (W x + b) + old_mean - mean) / std
+        weight, bias = last_layer(self.head)
+        scale = old_std / self.std
+        shape = (-1,) + (1,) * (weight.ndim - 1)
+        weight.mul_(scale.reshape(shape))
+        bias.mul_(scale.reshape((-1,) + (1,) * (bias.ndim - 1))).add_(
+            ((old_mean - self.mean) / self.std).reshape((-1,) + (1,) * (bias.ndim - 1))
+        )
+
+
+def last_layer(head: nn.Module) -> tuple[th.Tensor, th.Tensor]:
+    """
+    The weight and bias of a value head's output layer, output (group) dim first.
+
+    :param head: ``nn.Linear`` (weight ``(G, latent)``, bias ``(G,)``) or a module with stacked ``weights``/``biases``
+        lists (``SeparateCritics``: last weight ``(G, d, 1)``, bias ``(G, 1, 1)``)
+    :return: ``(weight, bias)`` parameters
+    """
+    if isinstance(head, nn.Linear):
+        return head.weight, head.bias
+    weights, biases = getattr(head, "weights", None), getattr(head, "biases", None)
+    if weights is None or biases is None:
+        raise TypeError(
+            "normalize_values needs a value head that is an nn.Linear or stacks its critics' layers, "
+            f"got {type(head).__name__}"
+        )
+    return weights[-1], biases[-1]

@@ -1,0 +1,553 @@
+"""
+The XPPO core shared by :class:`~sb3_xppo.XPPO`, :class:`~sb3_xppo.MaskableXPPO` and :class:`~sb3_xppo.RecurrentXPPO`:
+a mixin that owns ``train()`` (PPO's loop with the losses of :mod:`sb3_xppo.functional`), the option setup, the
+loss hooks, multi-critic setup and the checks for non-finite data. Each algorithm overrides two small methods: how
+a minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) and which samples count
+(:meth:`XPPOCoreMixin._valid_samples`).
+"""
+
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
+from typing import Any, ClassVar
+
+import numpy as np
+import torch as th
+import torch.nn.functional as F
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import RolloutBufferSamples
+from stable_baselines3.common.utils import explained_variance
+from stable_baselines3.common.vec_env import VecEnv
+from torch.utils.hooks import RemovableHandle
+
+from sb3_xppo.common.finite import (
+    TrainingSnapshot,
+    VecNormalizeGuard,
+    check_finite_observation,
+    guarded_env,
+    rollout_non_finite_error,
+)
+from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms, split_parameters
+from sb3_xppo.common.options import check_log_ratio_clamp, check_normalize_advantage, resolve_value_loss
+from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
+from sb3_xppo.common.value_norm import ValueNormalizer
+from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
+from sb3_xppo.functional import clipped_value_loss_fn, improved_value_clipping_fn, ppo_actor_loss, spo_actor_loss
+from sb3_xppo.functional.masked import masked_zscore
+from sb3_xppo.multi_critic.policies import MULTI_CRITIC_POLICIES, MultiCriticPolicyMixin
+from sb3_xppo.multi_critic.wrappers import GroupRewardVecEnv
+
+#: ``hook(model, rollout_data, loss) -> loss``: called once per minibatch with the RL loss, returns the loss to optimise
+LossHook = Callable[[Any, RolloutBufferSamples, th.Tensor], th.Tensor]
+
+
+def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) -> th.Tensor:
+    """
+    The mean over the valid samples: ``x.mean()`` (all count), else ``x[valid].mean()``, the form sb3-contrib's
+    ``RecurrentPPO`` reduces its padded minibatches with (bit for bit).
+
+    :param x: ``(batch, ...)``
+    :param valid: ``(batch,)`` bool, or None
+    :param dim: reduce this dim only (e.g. 0, keeping a group dim)
+    :return: the mean
+    """
+    if valid is not None:
+        x = x[valid]
+    return x.mean() if dim is None else x.mean(dim=dim)
+
+
+class XPPOCoreMixin:
+    """
+    XPPO's training on top of an SB3 on-policy algorithm (PPO, or sb3-contrib's MaskablePPO and RecurrentPPO): put
+    it first in the bases, ``class XPPO(XPPOCoreMixin, PPO)``. The algorithm's ``__init__`` checks the options with
+    :func:`sb3_xppo.common.options.check_xppo_options` before building anything, hands its parent PPO's keywords and
+    then calls :meth:`_init_xppo`.
+    """
+
+    #: check rollouts and train() for non-finite values (see :class:`~sb3_xppo.XPPO`)
+    check_finite: bool = True
+    #: log the actor's and the critics' gradient norms before clipping (``train/grad_norm_actor``, ...,
+    #: :func:`~sb3_xppo.common.grad_norms.grad_norm_log_values`): None logs them for multi-critic models only
+    log_grad_norms: bool | None = None
+    #: clip the actor's and the critics' gradients to ``max_grad_norm`` each on its own, not by one joint norm: None
+    #: does so for multi-critic models of two groups or more, whose critics' gradients would shrink the actor's steps
+    #: (README, Multi-critic); one group stays plain XPPO's, bit for bit
+    clip_grad_per_part: bool | None = None
+    #: this algorithm's XPPO rollout buffers for (Box, Dict) observations, single and multi-critic (None: the parent's)
+    xppo_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
+    multi_critic_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
+
+    # Set by the SB3 algorithm
+    policy: Any
+    rollout_buffer: Any
+    rollout_buffer_class: type[RolloutBuffer] | None
+    rollout_buffer_kwargs: dict[str, Any]
+    policy_class: type
+    policy_kwargs: dict[str, Any]
+    observation_space: spaces.Space
+    action_space: spaces.Space
+    device: th.device
+    logger: Any
+    clip_range: Any
+    clip_range_vf: Any
+    normalize_advantage: Any
+    n_epochs: int
+    batch_size: int
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    target_kl: float | None
+    verbose: int
+    num_timesteps: int
+    _n_updates: int
+    _last_obs: Any
+    _current_progress_remaining: float
+    # Set by _init_xppo
+    actor_loss: str
+    value_loss: str | None
+    dual_clip: float | None
+    delightful: bool
+    delight_temp: float
+    log_ratio_clamp: tuple[float, float] | None
+    reward_groups: list[str] | None
+    group_weights: list[float] | None
+    group_reduce: Any
+    normalize_groups: bool
+    vector_reward_key: str
+    normalize_values: bool
+    _loss_hooks: "OrderedDict[int, LossHook]"
+
+    def _init_xppo(self, options: dict[str, Any]) -> None:
+        """
+        Set XPPO's options, as :func:`~sb3_xppo.common.options.check_xppo_options` returned them.
+
+        :param options: attribute name -> value
+        """
+        for name, value in options.items():
+            setattr(self, name, value)
+        self._loss_hooks = OrderedDict()
+
+    def _setup_model(self) -> None:
+        if self.reward_groups is not None:
+            self._setup_multi_critic()
+        if self.rollout_buffer_class is None and self.xppo_buffer_classes is not None:
+            box, dict_obs = self.xppo_buffer_classes
+            self.rollout_buffer_class = dict_obs if isinstance(self.observation_space, spaces.Dict) else box
+        # The parent wraps the clip ranges in FloatSchedule, which would turn a (low, high) pair into a float
+        self.clip_range = as_clip_schedule(self.clip_range)
+        super()._setup_model()  # type: ignore[misc]
+        self.clip_range = unwrap_clip_schedule(self.clip_range)
+        # A PPO checkpoint stores normalize_advantage as a bool; a saved pair comes back from JSON as a list
+        self.normalize_advantage = check_normalize_advantage(self.normalize_advantage)
+        # None is PPO's meaning, also for a PPO checkpoint (which has no value_loss): clip when clip_range_vf is set
+        self.value_loss = resolve_value_loss(self.value_loss, self.clip_range_vf)
+        self.log_ratio_clamp = check_log_ratio_clamp(self.log_ratio_clamp)
+        # A checkpoint saved before value normalization existed has no such attribute
+        self.normalize_values = bool(getattr(self, "normalize_values", False))
+        if self.normalize_values and not isinstance(self.policy.value_net, ValueNormalizer):
+            # PopArt: the head predicts normalized values, the policy still returns values in return units
+            n_outputs = len(self.reward_groups) if self.reward_groups is not None else 1
+            self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs)
+
+    def _setup_multi_critic(self) -> None:
+        """One critic per reward group: the multi-critic policy and buffer, told the number of groups."""
+        assert self.reward_groups is not None
+        self.policy_class = MULTI_CRITIC_POLICIES.get(self.policy_class, self.policy_class)
+        if not issubclass(self.policy_class, MultiCriticPolicyMixin):
+            raise ValueError(
+                "reward_groups needs a multi-critic policy: 'MlpPolicy', 'CnnPolicy', 'MultiInputPolicy' or a subclass of "
+                f"sb3_xppo.multi_critic.MultiCriticPolicyMixin, got {self.policy_class.__name__}"
+            )
+        self.policy_kwargs = {**self.policy_kwargs, "n_groups": len(self.reward_groups)}
+        if self.rollout_buffer_class is None and self.multi_critic_buffer_classes is not None:
+            box, dict_obs = self.multi_critic_buffer_classes
+            self.rollout_buffer_class = dict_obs if isinstance(self.observation_space, spaces.Dict) else box
+        self.rollout_buffer_kwargs = {
+            **self.rollout_buffer_kwargs,
+            "n_groups": len(self.reward_groups),
+            "group_weights": self.group_weights,
+            "group_reduce": self.group_reduce,
+            "normalize_groups": self.normalize_groups,
+        }
+
+    def collect_rollouts(
+        self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, *args: Any
+    ) -> bool:
+        # (*args: MaskablePPO's use_masking.) SB3 offers no hook between env.step() and the buffer: a multi-critic
+        # model's loop gets each step's group rewards through a wrapper
+        if self.reward_groups is not None:
+            # (the buffer receives each step's group masks, for groups that exist on some steps only)
+            env = GroupRewardVecEnv(env, len(self.reward_groups), self.vector_reward_key, self.device, rollout_buffer)
+        if not self.check_finite:
+            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps, *args)  # type: ignore[misc]
+        start = self.num_timesteps
+        check_finite_observation(self._last_obs, f"the rollout starts from (num_timesteps {start})")
+        env = guarded_env(env, start)  # the raw values of a VecNormalize, step by step
+        try:
+            result = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps, *args)  # type: ignore[misc]
+        except BaseException as exception:
+            # e.g. the policy's distribution refusing a NaN observation at the step after it arrived
+            error = self._rollout_non_finite_error(rollout_buffer, start)
+            if error is not None:
+                self._restore_normalization(env)
+                raise error from exception
+            raise
+        # Once per rollout, vectorised, before any update reads it (no cost per step)
+        error = self._rollout_non_finite_error(rollout_buffer, start)
+        if error is not None:
+            self._restore_normalization(env)
+            raise error
+        return result
+
+    @staticmethod
+    def _restore_normalization(env: VecEnv) -> None:
+        if isinstance(env, VecNormalizeGuard):
+            env.restore()
+
+    def _rollout_non_finite_error(self, rollout_buffer: RolloutBuffer, start_timesteps: int) -> ValueError | None:
+        """The first non-finite reward or observation of the rollout being collected (see ``rollout_non_finite_error``)."""
+        steps = rollout_buffer.buffer_size if rollout_buffer.full else rollout_buffer.pos
+        return rollout_non_finite_error(
+            rollout_buffer.rewards, rollout_buffer.observations, steps, self._last_obs, start_timesteps
+        )
+
+    def register_loss_hook(self, hook: LossHook) -> RemovableHandle:
+        """
+        Add ``hook(model, rollout_data, loss) -> loss`` to every minibatch of :meth:`train`: called once per
+        minibatch, after the RL loss (``policy_loss + ent_coef * entropy_loss + vf_coef * value_loss``) is built and
+        before ``backward()``, it returns the loss to optimise. Hooks run in registration order; they are runtime
+        state, never saved with the model nor pickled.
+
+        :param hook: receives this model, the minibatch (the buffer's samples) and the RL loss; returns the loss
+            to optimise
+        :return: a handle whose ``remove()`` removes the hook
+        """
+        if not callable(hook):
+            raise TypeError(f"hook must be a callable (model, rollout_data, loss) -> loss, got {hook!r}")
+        handle = RemovableHandle(self._loss_hooks)
+        self._loss_hooks[handle.id] = hook
+        return handle
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_loss_hooks"]  # type: ignore[misc]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Loss hooks are runtime state (usually closures over a callback): never pickled
+        state = self.__dict__.copy()
+        state["_loss_hooks"] = OrderedDict()
+        return state
+
+    # --- what each algorithm overrides -------------------------------------------------------------------------------
+
+    def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        """
+        Values, log-probabilities and entropy of a minibatch's actions under the current policy.
+
+        :param rollout_data: the minibatch
+        :param actions: its actions (``long`` and flat for Discrete action spaces)
+        :return: ``(values, log_prob, entropy)`` as the policy's ``evaluate_actions``
+        """
+        return self.policy.evaluate_actions(rollout_data.observations, actions)
+
+    def _valid_samples(self, rollout_data: Any) -> th.Tensor | None:
+        """
+        Which of a minibatch's samples count in its means.
+
+        :param rollout_data: the minibatch
+        :return: a ``(batch,)`` bool tensor, or None when all do
+        """
+        return None
+
+    # --- train() -------------------------------------------------------------------------------------------------------
+
+    def train(self) -> None:
+        """
+        Update policy using the currently gathered rollout buffer: PPO's loop, with the losses of
+        :mod:`sb3_xppo.functional`. Values, returns and old values may be grouped ``(batch, G)``
+        (one critic per reward group): the value loss is then taken per group and summed.
+
+        Bad values never reach the model: a non-finite loss term, hooked loss or gradient norm (looked for once,
+        after the epochs, so that no minibatch waits for the device) undoes the whole call, as does any exception
+        raised during it, and a ``ValueError`` names the term, the epoch and the minibatch.
+        """
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+        # Update optimizer learning rate
+        self._update_learning_rate(self.policy.optimizer)  # type: ignore[attr-defined]
+        # Compute current clip range: a float, or ClipRange(low, high)
+        clip_range = self.clip_range(self._current_progress_remaining)
+        clip_low, clip_high = clip_range if isinstance(clip_range, tuple) else (clip_range, clip_range)
+        # Optional: clip range for the value function
+        clip_range_vf = None
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)
+
+        if self.normalize_advantage == "rollout":
+            # Once per rollout, before the epochs: every minibatch sees the same statistics
+            self.rollout_buffer.advantages = masked_zscore(th.as_tensor(self.rollout_buffer.advantages)).numpy()
+
+        snapshot = TrainingSnapshot(self, self.check_finite)  # type: ignore[arg-type]
+        record = TrainRecord()
+        try:
+            if self.normalize_values:
+                # PopArt: the statistics take this rollout's returns, the head is rescaled to keep its values
+                self.policy.value_net.update(th.as_tensor(self.rollout_buffer.returns, device=self.device))
+            self._train_epochs(record, clip_low, clip_high, clip_range_vf)
+        except BaseException as exception:
+            # Often a consequence: NaN parameters make the next minibatch's distribution refuse its arguments
+            snapshot.restore()
+            error = record.non_finite_error() if self.check_finite else None
+            if error is not None:
+                raise error from exception
+            raise
+        error = record.non_finite_error() if self.check_finite else None
+        if error is not None:
+            snapshot.restore()
+            raise error
+
+        ratio_stats = minibatch_ratio_statistics(
+            record.log_ratios, record.advantages, clip_low, clip_high, self.dual_clip, self.log_ratio_clamp, record.valid
+        )
+        self._log_train_stats(
+            np.array(record.epochs), th.stack(record.losses).cpu().numpy(), ratio_stats, record.loss, clip_range, clip_range_vf
+        )
+
+    def _actor_loss_fn(self, clip_low: float, clip_high: float) -> Callable[..., th.Tensor] | None:
+        """
+        The actor loss of this call, ``(log_prob, old_log_prob, advantages) -> elementwise loss``.
+
+        :param clip_low: lower clip range of this call
+        :param clip_high: upper clip range of this call
+        :return: the loss, or None when the actor is not to be updated: a linear schedule reaches 0 (and below 0 when
+            the last rollout overshoots the budget); the clip loss takes it as PPO does (torch.clamp semantics), so
+            XPPO stays PPO's bit for bit, but SPO's penalty divides by the range, and at <= 0 its trust region is empty
+        """
+        if self.actor_loss != "clip" and min(clip_low, clip_high) <= 0:
+            return None
+        kwargs: dict[str, Any] = dict(
+            eps_clip=(clip_low, clip_high) if clip_low != clip_high else clip_low,
+            delightful=self.delightful,
+            delight_temp=self.delight_temp,
+            dual_clip=self.dual_clip is not None,
+            dual_clip_threshold=self.dual_clip if self.dual_clip is not None else 3.0,
+            log_ratio_clamp=self.log_ratio_clamp,
+        )
+        if self.actor_loss == "clip":
+            return partial(ppo_actor_loss, **kwargs)
+        return partial(spo_actor_loss, asymmetric=self.actor_loss == "asymmetric_spo", **kwargs)
+
+    def _normalized_advantages(self, advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+        """
+        A minibatch's advantages as the actor loss sees them: with ``normalize_advantage='minibatch'``, PPO's
+        z-score (unbiased std; its statistics over the valid samples, as ``RecurrentPPO``), kept in that form for
+        exact reproduction; a minibatch of one (valid) sample is left as is instead of becoming NaN.
+
+        :param advantages: ``(batch,)``
+        :param valid: ``(batch,)`` bool or None
+        :return: ``(batch,)``
+        """
+        if self.normalize_advantage != "minibatch":
+            return advantages
+        counted = advantages if valid is None else advantages[valid]
+        if len(counted) <= 1:
+            return advantages
+        return (advantages - counted.mean()) / (counted.std() + 1e-8)
+
+    def _train_epochs(self, record: TrainRecord, clip_low: float, clip_high: float, clip_range_vf: float | None) -> None:
+        """
+        PPO's epochs over the rollout buffer, each minibatch's loss built from :mod:`sb3_xppo.functional`.
+
+        :param record: filled with what each minibatch gives, kept on the device (no host sync unless ``target_kl``
+            is set)
+        :param clip_low: lower clip range of this call
+        :param clip_high: upper clip range of this call
+        :param clip_range_vf: value clip range of this call (or None)
+        """
+        actor_loss_fn = self._actor_loss_fn(clip_low, clip_high)
+        continue_training = True
+        # Multi-critic: the actor's and the critics' gradients clipped apart (one max_grad_norm over actor + G critics
+        # shrinks the actor's steps), and their norms before clipping logged; grad_parts is None when neither is on
+        multi = self.reward_groups is not None
+        per_part = multi and len(self.reward_groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
+        log_grad_norms = multi if self.log_grad_norms is None else self.log_grad_norms
+        grad_parts = split_parameters(self.policy) if log_grad_norms or per_part else None
+        part_norms: list[th.Tensor] = []
+        # train for n_epochs epochs
+        for epoch in range(self.n_epochs):
+            # Do a complete pass on the rollout buffer
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    # Convert discrete action from float to long
+                    actions = rollout_data.actions.long().flatten()
+
+                valid = self._valid_samples(rollout_data)
+                values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
+                # (batch,) or, one critic per reward group, (batch, G)
+                values = values.reshape(rollout_data.returns.shape)
+                advantages = self._normalized_advantages(rollout_data.advantages, valid)
+
+                if actor_loss_fn is None:
+                    policy_loss = th.zeros((), device=log_prob.device)
+                else:
+                    policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
+                # Reduced over the batch: a scalar, or (G,) one per reward group
+                value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
+                value_loss = value_losses.sum()
+
+                # Entropy loss favor exploration (approximated by -log_prob when there is no analytical form)
+                entropy_loss = -valid_mean(-log_prob if entropy is None else entropy, valid)
+
+                if actor_loss_fn is None:
+                    # SPO with an empty trust region: only the critic learns from this rollout
+                    loss = self.vf_coef * value_loss
+                else:
+                    loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                with th.no_grad():
+                    log_ratio = log_prob - rollout_data.old_log_prob
+                    loss_row = th.stack((policy_loss, value_loss, entropy_loss))
+                    if value_losses.ndim > 0:
+                        loss_row = th.cat((loss_row, value_losses))
+                record.epochs.append(epoch)
+                record.losses.append(loss_row)
+                record.log_ratios.append(log_ratio)
+                record.advantages.append(advantages)
+                record.valid.append(valid)
+
+                if self.target_kl is not None:
+                    # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
+                    approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, valid).cpu().numpy()
+                    if approx_kl_div > 1.5 * self.target_kl:
+                        continue_training = False
+                        if self.verbose >= 1:
+                            print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
+                        break
+
+                for hook in self._loss_hooks.values():
+                    loss = hook(self, rollout_data, loss)
+
+                # Optimization step
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                if per_part:
+                    assert grad_parts is not None
+                    part_norms.append(clip_grad_norm_per_part(grad_parts, self.max_grad_norm))
+                    grad_norm = th.linalg.vector_norm(part_norms[-1])
+                else:
+                    if grad_parts is not None:
+                        part_norms.append(grad_norms(grad_parts))
+                    # Clip grad norm
+                    grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+                record.hooked_losses.append(loss.detach())
+                record.grad_norms.append(grad_norm)
+
+            self._n_updates += 1
+            if not continue_training:
+                break
+        record.loss = loss
+        if log_grad_norms and grad_parts is not None and part_norms:
+            norms = grad_norm_log_values(
+                list(grad_parts), th.stack(part_norms), th.stack(record.grad_norms), self.max_grad_norm
+            )
+            for key, value in norms.items():
+                self.logger.record(key, value)
+
+    def _value_loss(
+        self,
+        values: th.Tensor,
+        old_values: th.Tensor,
+        returns: th.Tensor,
+        clip_range_vf: float | None,
+        valid: th.Tensor | None = None,
+    ) -> th.Tensor:
+        """
+        The value loss selected by ``value_loss``, averaged over the (valid) samples of the batch.
+
+        :param values: predicted values, ``(batch,)`` or ``(batch, G)``
+        :param old_values: values at collection, same shape
+        :param returns: TD(lambda) targets, same shape
+        :param clip_range_vf: current value clip range (None for ``'mse'`` without one)
+        :param valid: ``(batch,)`` bool, the samples that count (None: all)
+        :return: a scalar, or ``(G,)`` for grouped values
+        """
+        if self.normalize_values:
+            # In normalized units: commensurate across groups, and clip_range_vf means the same for every group
+            values, old_values, returns = (self.policy.value_net.normalize(x) for x in (values, old_values, returns))
+        if self.value_loss in ("mse", "sb3") or clip_range_vf is None:
+            if self.value_loss == "sb3" and clip_range_vf is not None:
+                # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
+                values = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)
+            if values.ndim == 1 and valid is None:
+                # PPO's own call: mse_loss's built-in mean rounds the gradient exactly as PPO does (bit-exact)
+                return F.mse_loss(returns, values)
+            elementwise = clipped_value_loss_fn(values, returns=returns, clip=None, reduction="none")
+        elif self.value_loss == "clipped":
+            elementwise = clipped_value_loss_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
+        else:
+            elementwise = improved_value_clipping_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
+        return valid_mean(elementwise, valid, dim=0)
+
+    def _log_train_stats(
+        self,
+        epochs: np.ndarray,
+        losses: np.ndarray,
+        ratio_stats: dict[str, np.ndarray],
+        loss: th.Tensor,
+        clip_range: float | ClipRange,
+        clip_range_vf: float | None,
+    ) -> None:
+        """
+        Record PPO's keys and XPPO's: each the mean over the minibatches, as PPO (``approx_kl`` over the last epoch).
+
+        :param epochs: ``(M,)`` epoch of each of the ``M`` minibatches
+        :param losses: ``(M, 3)`` policy, value and entropy losses, or ``(M, 3 + G)`` with the value loss of each group
+        :param ratio_stats: per-minibatch statistics of :func:`~sb3_xppo.core.records.minibatch_ratio_statistics`
+        :param loss: the last minibatch's loss
+        :param clip_range: the clip range of this call
+        :param clip_range_vf: the value clip range of this call
+        """
+        mean_losses = losses.astype(np.float64).mean(axis=0)
+        for name, value in zip(("policy_gradient_loss", "value_loss", "entropy_loss"), mean_losses[:3], strict=True):
+            self.logger.record(f"train/{name}", value)
+        for name in ("clip_fraction_low", "clip_fraction_high", "dual_clip_fraction", "ratio_deviation"):
+            self.logger.record(f"train/{name}", ratio_stats[name].mean())
+        self.logger.record("train/clip_fraction", ratio_stats["clip_fraction"].mean())
+        self.logger.record("train/approx_kl", ratio_stats["approx_kl"][epochs == epochs[-1]].mean())
+        # Grouped values: one value loss and explained variance per reward group, by name (or index)
+        values, returns = self.rollout_buffer.values, self.rollout_buffer.returns
+        for i, group_loss in enumerate(mean_losses[3:]):
+            group = self.reward_groups[i] if self.reward_groups is not None else i
+            self.logger.record(f"train/value_loss/{group}", group_loss)
+            self.logger.record(
+                f"train/explained_variance/{group}", explained_variance(values[..., i].flatten(), returns[..., i].flatten())
+            )
+        if self.reward_groups is not None and hasattr(self.rollout_buffer, "group_log_values"):
+            # Per group: the advantages' spread, the scale the combination divided them by, the effective weight
+            for key, value in self.rollout_buffer.group_log_values(self.reward_groups).items():
+                self.logger.record(key, value)
+        explained_var = explained_variance(values.flatten(), returns.flatten())
+        if self.normalize_values:
+            means, stds = self.policy.value_net.mean.tolist(), self.policy.value_net.std.tolist()
+            suffixes = [f"/{group}" for group in self.reward_groups] if self.reward_groups is not None else [""]
+            for suffix, mean, std in zip(suffixes, means, stds, strict=True):
+                self.logger.record(f"train/value_mean{suffix}", mean)
+                self.logger.record(f"train/value_std{suffix}", std)
+
+        self.logger.record("train/loss", loss.item())
+        self.logger.record("train/explained_variance", explained_var)
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        if isinstance(clip_range, tuple):
+            low, high = clip_range
+            self.logger.record("train/clip_range_low", low)
+            self.logger.record("train/clip_range_high", high)
+            clip_range = (low + high) / 2
+        self.logger.record("train/clip_range", clip_range)
+        if clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)

@@ -1,0 +1,99 @@
+"""What XPPO's ``train()`` records per minibatch, and the ratio statistics it logs from it."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch as th
+
+from sb3_xppo.common.finite import non_finite_error
+
+#: What train() checks for non-finite values after its epochs, per minibatch that took an optimizer step
+CHECKED_TERMS = ("policy loss", "value loss", "entropy loss", "total loss (after the loss hooks)", "gradient norm")
+
+
+@dataclass
+class TrainRecord:
+    """What one ``train()`` call records per minibatch, kept on the device until its epochs are over."""
+
+    #: epoch of each minibatch
+    epochs: list[int] = field(default_factory=list)
+    #: (policy, value, entropy[, value per group]) losses
+    losses: list[th.Tensor] = field(default_factory=list)
+    #: ``log_prob - old_log_prob``
+    log_ratios: list[th.Tensor] = field(default_factory=list)
+    #: the advantages as the loss saw them
+    advantages: list[th.Tensor] = field(default_factory=list)
+    #: which samples count (None: all; a recurrent minibatch's padding does not)
+    valid: list[th.Tensor | None] = field(default_factory=list)
+    #: of each minibatch that took an optimizer step (all but one stopped by ``target_kl``): the loss after the hooks
+    hooked_losses: list[th.Tensor] = field(default_factory=list)
+    #: and the gradient norm before clipping
+    grad_norms: list[th.Tensor] = field(default_factory=list)
+    #: the last minibatch's loss
+    loss: th.Tensor = field(default_factory=lambda: th.zeros(()))
+
+    def non_finite_error(self) -> ValueError | None:
+        """The error naming the first non-finite of the ``CHECKED_TERMS`` (one host copy for all minibatches), or None."""
+        steps = len(self.grad_norms)
+        if steps == 0:
+            return None
+        with th.no_grad():
+            # policy, value and entropy losses, the hooked loss, the gradient norm: (steps, 5)
+            losses = th.stack(self.losses[:steps])[:, :3]
+            terms = th.cat((losses, th.stack(self.hooked_losses)[:, None], th.stack(self.grad_norms)[:, None]), dim=1)
+        return non_finite_error(terms.cpu().numpy(), CHECKED_TERMS, np.array(self.epochs[:steps]))
+
+
+def minibatch_ratio_statistics(
+    log_ratios: list[th.Tensor],
+    advantages: list[th.Tensor],
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float | None,
+    log_ratio_clamp: tuple[float, float] | None = None,
+    valid: list[th.Tensor | None] | None = None,
+) -> dict[str, np.ndarray]:
+    """
+    Statistics of the probability ratio ``r = exp(log_prob - old_log_prob)``, one value per minibatch, computed
+    in one pass over all minibatches of a ``train()`` call.
+
+    :param log_ratios: each minibatch's ``log_prob - old_log_prob``
+    :param advantages: each minibatch's advantages, as the loss saw them
+    :param clip_low: lower clip range, the ratio is clipped below at ``1 - clip_low``
+    :param clip_high: upper clip range, the ratio is clipped above at ``1 + clip_high``
+    :param dual_clip: the dual clip constant, or None
+    :param log_ratio_clamp: the ``(low, high)`` clamp the loss applies to the log-ratio, or None
+    :param valid: each minibatch's valid samples (None: all), the only ones the statistics cover
+    :return: ``(M,)`` arrays: ``approx_kl`` (``mean(r - 1 - log r)``), ``clip_fraction_low`` / ``clip_fraction_high``
+        (share of ratios below / above the clip range), ``clip_fraction`` (their sum), ``dual_clip_fraction`` (share
+        of *all* the minibatch's samples where the dual bound ``c * A`` is the active term of the clip loss: ``A < 0``
+        and ``r > c``) and ``ratio_deviation`` (``mean |r - 1|``)
+    """
+    sizes = np.array([len(x) for x in log_ratios])
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    with th.no_grad():
+        log_ratio = th.cat(log_ratios)
+        ratio = th.exp(log_ratio)
+        if dual_clip is None:
+            dual_clipped = th.zeros_like(ratio)
+        else:
+            # Ye et al. 2020: the bound c * A is active where A < 0 and r > c, r as the loss sees it (clamped)
+            loss_ratio = ratio if log_ratio_clamp is None else th.exp(log_ratio.clamp(*log_ratio_clamp))
+            dual_clipped = (th.cat(advantages) < 0) & (loss_ratio > dual_clip)
+        columns = {
+            "approx_kl": (ratio - 1) - log_ratio,
+            "clip_fraction_low": (ratio < 1 - clip_low).to(ratio.dtype),
+            "clip_fraction_high": (ratio > 1 + clip_high).to(ratio.dtype),
+            "dual_clip_fraction": dual_clipped.to(ratio.dtype),
+            "ratio_deviation": (ratio - 1).abs(),
+        }
+        weights = th.ones_like(ratio)
+        if valid is not None and any(v is not None for v in valid):
+            weights = th.cat([th.ones_like(x) if v is None else v.to(x.dtype) for x, v in zip(log_ratios, valid, strict=True)])
+        # A padded sample's ratio may be anything: it is left out (th.where, so that even a NaN there stays out)
+        values = th.stack([th.where(weights > 0, column, 0) for column in columns.values()]).cpu().numpy().astype(np.float64)
+        counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
+    # np.add.reduceat sums each minibatch's slice of every column at once
+    stats = dict(zip(columns, np.add.reduceat(values, starts, axis=1) / np.maximum(counts, 1), strict=True))
+    stats["clip_fraction"] = stats["clip_fraction_low"] + stats["clip_fraction_high"]
+    return stats

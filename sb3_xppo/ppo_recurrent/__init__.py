@@ -1,0 +1,3 @@
+from sb3_xppo.ppo_recurrent.ppo_recurrent import RecurrentXPPO
+
+__all__ = ["RecurrentXPPO"]

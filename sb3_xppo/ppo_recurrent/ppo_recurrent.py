@@ -1,0 +1,140 @@
+"""RecurrentXPPO: sb3-contrib's RecurrentPPO (LSTM policies) with XPPO's losses and loss hook."""
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch as th
+from gymnasium import spaces
+from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
+
+from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
+from sb3_xppo.common.options import check_xppo_options, parent_keywords, ppo_keywords
+from sb3_xppo.core import XPPOCoreMixin
+
+SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
+
+
+class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
+    """
+    XPPO with LSTM policies: sb3-contrib's :class:`~sb3_contrib.RecurrentPPO` trained by XPPO's core, so XPPO's losses
+    work under partial observability. Minibatches are sequences padded on the right; every mean is taken over the
+    valid steps only (``x[mask].mean()``, as ``RecurrentPPO``), so that with PPO's options (``actor_loss='clip'``,
+    ``value_loss=None``) it reproduces ``RecurrentPPO`` bit for bit.
+
+    Multi-critic (``reward_groups``) is not available with recurrent policies yet: the LSTM policies have one value
+    output.
+
+    :param policy: The policy model to use (MlpLstmPolicy, CnnLstmPolicy, MultiInputLstmPolicy)
+    :param env: The environment to learn from (if registered in Gym, can be str)
+    :param actor_loss: ``'clip'``, ``'spo'`` or ``'asymmetric_spo'`` (see :class:`~sb3_xppo.XPPO`)
+    :param value_loss: None (PPO's meaning), ``'mse'``, ``'sb3'``, ``'clipped'`` or ``'improved'``
+    :param dual_clip: None or the dual clip constant ``c > 1`` (Ye et al. 2020), with ``actor_loss='clip'``
+    :param delightful: gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (Osband 2026)
+    :param delight_temp: temperature of the delightful gate, > 0
+    :param log_ratio_clamp: None, or clamp the log-ratio to ``(-c, c)`` or a ``(low, high)`` pair
+    :param reward_groups: must be None (multi-critic is not available with recurrent policies yet)
+    :param normalize_values: PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each
+        critic output regresses returns normalized by running statistics (per reward group), the last layer is
+        rescaled so that values in return units are preserved when the statistics move, and the value losses (and
+        ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
+        ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
+    :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
+        (``clip_range`` also takes a ``(low, high)`` pair, ``normalize_advantage`` also ``'rollout'``)
+    """
+
+    def __init__(
+        self,
+        policy: str | type[RecurrentActorCriticPolicy],
+        env: GymEnv | str,
+        *args: Any,
+        actor_loss: str = "clip",
+        value_loss: str | None = None,
+        dual_clip: float | None = None,
+        delightful: bool = False,
+        delight_temp: float = 1.0,
+        log_ratio_clamp: float | tuple[float, float] | None = None,
+        reward_groups: int | Sequence[str] | None = None,
+        group_weights: Sequence[float] | None = None,
+        group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",
+        normalize_groups: bool = True,
+        vector_reward_key: str = "vector_reward",
+        normalize_values: bool = False,
+        _init_setup_model: bool = True,
+        **kwargs: Any,
+    ):
+        if reward_groups is not None:
+            raise ValueError(
+                "reward_groups (multi-critic) is not available with RecurrentXPPO yet: its LSTM policies have one value "
+                "output. Use XPPO or MaskableXPPO for several critics."
+            )
+        kwargs = parent_keywords(RecurrentPPO, args, kwargs)
+        # Bad hyperparameters fail here, before any environment or network is built
+        options = check_xppo_options(
+            **ppo_keywords(RecurrentPPO, kwargs),
+            actor_loss=actor_loss,
+            value_loss=value_loss,
+            dual_clip=dual_clip,
+            delightful=delightful,
+            delight_temp=delight_temp,
+            log_ratio_clamp=log_ratio_clamp,
+            reward_groups=None,
+            group_weights=group_weights,
+            group_reduce=group_reduce,
+            normalize_groups=normalize_groups,
+            vector_reward_key=vector_reward_key,
+            normalize_values=normalize_values,
+        )
+        super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
+        self._init_xppo(options)
+        if _init_setup_model:
+            self._setup_model()
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        # RecurrentPPO builds its buffer itself: the same one, with XPPO's GAE (bit for bit SB3's loop, faster)
+        buffer = self.rollout_buffer
+        buffer_class = (
+            XPPORecurrentDictRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else XPPORecurrentRolloutBuffer
+        )
+        self.rollout_buffer = buffer_class(
+            self.n_steps,
+            self.observation_space,
+            self.action_space,
+            buffer.hidden_state_shape,
+            self.device,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            n_envs=self.n_envs,
+        )
+
+    def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        # RecurrentPPO's: the LSTM runs over each padded sequence from the state stored at its start
+        return self.policy.evaluate_actions(
+            rollout_data.observations, actions, rollout_data.lstm_states, rollout_data.episode_starts
+        )
+
+    def _valid_samples(self, rollout_data: Any) -> th.Tensor:
+        # The padding that makes sequences of equal length does not count (RecurrentPPO's mask)
+        return rollout_data.mask > 1e-8
+
+    def learn(
+        self: SelfRecurrentXPPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "RecurrentXPPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfRecurrentXPPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )

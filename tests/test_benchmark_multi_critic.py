@@ -1,0 +1,111 @@
+"""The multi-critic benchmark (benchmarks/multi_critic.py): its zoo entries, contenders, score, and a run end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+import yaml
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+@pytest.fixture(scope="module")
+def mc():
+    sys.path.insert(0, BENCHMARKS)  # it imports learning.py from beside it
+    spec = importlib.util.spec_from_file_location("benchmark_multi_critic", os.path.join(BENCHMARKS, "multi_critic.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark_multi_critic"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["benchmark_multi_critic"]
+    sys.path.remove(BENCHMARKS)
+
+
+def test_entries_are_rl_zoo3s(mc):
+    import rl_zoo3
+
+    with open(os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo.yml")) as f:
+        zoo = yaml.safe_load(f)
+    with open(mc.CONFIG) as f:
+        ours = yaml.safe_load(f)
+    lunar = dict(ours["mo-lunar-lander-v3"])
+    assert lunar.pop("env_wrapper") == [{"sb3_xppo.zoo.linear_reward": {"weight": [1.0, 1.0, 0.3, 0.03]}}]
+    assert lunar == zoo["LunarLander-v3"]
+    styles = dict(ours["sb3_xppo/TwoStylePendulum-v0"])
+    assert styles.pop("n_timesteps") == 2 * zoo["Pendulum-v1"].pop("n_timesteps")
+    assert styles == zoo["Pendulum-v1"]
+
+
+def test_contenders(mc):
+    lunar, styles = mc.CAMPAIGNS["lunar"], mc.CAMPAIGNS["styles"]
+    assert len(mc.CONTENDERS) == 10
+    assert mc.make_contender("single", lunar).kwargs == {}
+    assert mc.make_contender("single-vn", lunar).kwargs == {"normalize_values": True}
+    scalarize = mc.make_contender("mc-scalarize-separate-vn", lunar)
+    assert scalarize.kwargs == dict(reward_groups=list(lunar.groups), group_weights=[1.0, 1.0, 0.3, 0.03],
+                                    normalize_groups=False, group_reduce="sum", normalize_values=True,
+                                    policy_kwargs=dict(separate_critics=True))  # fmt: skip
+    balanced = mc.make_contender("mc-balanced-shared@max_grad_norm=1.0", styles)
+    assert balanced.kwargs == dict(reward_groups=["swing_up", "hang_down"], group_weights=[1.0, 1.0],
+                                   normalize_groups=True, group_reduce="mean", max_grad_norm=1.0)  # fmt: skip
+    assert balanced.config == mc.CONFIG and balanced.algo == "xppo"
+    expert = mc.make_contender("expert-hang_down", styles)
+    assert expert.kwargs["env_wrapper"] == [{"sb3_xppo.envs.two_style_pendulum.FixedStyle": {"style": 1}}]
+    for name, campaign in [("mc-balanced", lunar), ("mc-mixed-shared", lunar), ("expert-outcome", lunar), ("ppo", styles),
+                           ("mc-balanced-shared-xx", lunar)]:  # fmt: skip
+        with pytest.raises(ValueError, match="unknown contender"):
+            mc.make_contender(name, campaign)
+
+
+def test_style_score_by_hand(mc):
+    run = dict(contender="x", eval_steps=[10, 20], eval_style_means=[[-1000.0, -5.0], [-200.0, -1.0]],
+               final_style_means=[-200.0, -2.0])  # fmt: skip
+    experts = {0: [dict(seed=0, final_style_means=[-150.0, -9.0]), dict(seed=1, final_style_means=[-250.0, -9.0])],
+               1: [dict(seed=0, final_style_means=[-999.0, -1.0])]}  # fmt: skip
+    (scored,), references = mc.score_style_runs([run], experts, random=[-1200.0, -6.0], threshold=0.8)
+    assert references["expert"] == [-200.0, -1.0] and references["random"] == [-1200.0, -6.0]
+    # style 0 at the expert's level (1.0), style 1 at 4/5 of the way from random to the expert
+    assert scored["normalized_per_style"] == pytest.approx([1.0, 0.8])
+    assert scored["final_mean"] == pytest.approx(0.8)
+    assert scored["eval_means"] == pytest.approx([min(0.2, 0.2), 1.0])
+    assert scored["steps_to_threshold"] == 20
+
+
+def test_lunar_run_records_the_diagnostics(mc):
+    contender = mc.make_contender("mc-balanced-shared@n_envs=2@n_steps=16@batch_size=16@n_epochs=1", mc.CAMPAIGNS["lunar"])
+    task = mc.MultiCriticTask("mo-lunar-lander-v3", 64, contender, 0, 1, 1, 1, 0.2, threshold=200.0)
+    run = mc.run_multi_critic(task)
+    assert run["key"] == task.key() and len(run["final_returns"]) == 1 and run["threshold"] == 200.0
+    logs = run["train_logs"]
+    for group in ("outcome", "shaping", "main_engine", "side_engine"):
+        assert f"train/advantage_scale/{group}" in logs and f"train/effective_weight/{group}" in logs
+    assert 0 < logs["train/grad_clip_coef"] <= logs["train/grad_clip_coef_actor_alone"] <= 1
+    assert task.key() != mc.MultiCriticTask("mo-lunar-lander-v3", 64, contender, 1, 1, 1, 1, 0.2, threshold=200.0).key()
+
+
+def test_styles_campaign_end_to_end(mc, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- multi_critic_styles start -->\nold\n<!-- multi_critic_styles end -->\nb\n")
+    argv = ["--campaign", "styles", "--budget-scale", "0.001", "--seeds", "0", "1",
+            "--contenders", "single,mc-balanced-shared",
+            "--overrides", "@n_envs=2@n_steps=50@batch_size=50@n_epochs=1", "--n-evals", "1", "--eval-episodes", "1",
+            "--final-episodes", "1", "--random-episodes", "2", "--bootstrap-reps", "50", "--out-dir", str(tmp_path),
+            "--readme", str(readme)]  # fmt: skip
+    mc.main(argv)
+    with open(tmp_path / "multi_critic_styles.json") as f:
+        result = json.load(f)
+    rows = result["summary"]["sb3_xppo/TwoStylePendulum-v0"]["contenders"]
+    tiny = "@n_envs=2@n_steps=50@batch_size=50@n_epochs=1"  # (--overrides joins every name)
+    assert set(rows) == {f"single{tiny}", f"mc-balanced-shared{tiny}"} and rows[f"single{tiny}"]["seeds"] == [0, 1]
+    assert len(result["references"]["expert"]) == 2 and len(result["references"]["random"]) == 2
+    for run in result["runs"]:
+        assert run["final_mean"] == pytest.approx(min(run["normalized_per_style"]))
+    text = readme.read_text()
+    assert text.startswith("a\n<!-- multi_critic_styles start: written by") and text.endswith("end -->\nb\n")
+    assert f"| mc-balanced-shared{tiny} | 0,1 |" in text and "old" not in text
+    # a second call finds every run in the cache
+    mc.main([*argv, "--report-only"])

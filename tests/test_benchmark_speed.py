@@ -1,0 +1,165 @@
+"""The speed benchmark (benchmarks/speed.py): its exclusive-time profiler, the instrument, exactness check, end to end."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
+
+from sb3_xppo import XPPO
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "speed.py")
+
+
+@pytest.fixture(scope="module")
+def speed():
+    spec = importlib.util.spec_from_file_location("benchmark_speed", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark_speed"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["benchmark_speed"]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_profiler_counts_exclusive_time(speed):
+    clock = FakeClock()
+    profiler = speed.Profiler(clock)
+
+    def items():
+        for _ in range(3):
+            clock.now += 0.5  # producing an item
+            yield None
+
+    def inner() -> None:
+        clock.now += 2.0
+
+    def outer() -> str:
+        clock.now += 1.0
+        profiler.wrap("inner", inner)()
+        for _ in profiler.wrap_generator("sample", items)():
+            clock.now += 10.0  # the consumer's work belongs to outer
+        clock.now += 7.0
+        return "result"
+
+    assert profiler.wrap("outer", outer)() == "result"
+    assert profiler.seconds == {"inner": 2.0, "sample": 1.5, "outer": 38.0}
+    assert profiler.calls["inner"] == 1 and profiler.calls["outer"] == 1
+    assert sum(profiler.seconds.values()) == clock.now  # the pieces add up to the time spent inside them
+
+
+def test_profiler_counts_a_raising_call(speed):
+    clock = FakeClock()
+    profiler = speed.Profiler(clock)
+
+    def fails() -> None:
+        clock.now += 3.0
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        profiler.wrap("fails", fails)()
+    assert profiler.seconds["fails"] == 3.0
+    assert profiler._stack == []
+
+
+def tiny(algo, env_id="CartPole-v1", **kwargs):
+    env = make_vec_env(env_id, n_envs=2, seed=0)
+    model = algo("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=2, policy_kwargs=dict(net_arch=[16]), seed=0,
+                 device="cpu", **kwargs)  # fmt: skip
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
+
+
+@pytest.mark.parametrize(
+    "algo, env_id, kwargs",
+    [(PPO, "CartPole-v1", {}), (XPPO, "CartPole-v1", {}), (XPPO, "Pendulum-v1", dict(use_sde=True, sde_sample_freq=4))],
+)
+def test_instrument_times_every_piece_and_changes_nothing(speed, algo, env_id, kwargs):
+    originals = (th.autograd.backward, th.nn.utils.clip_grad_norm_, th.Tensor.backward)
+    plain = tiny(algo, env_id, **kwargs)
+    plain.learn(128)
+    model = tiny(algo, env_id, **kwargs)
+    profiler = speed.Profiler()
+    with speed.instrument(model, profiler):
+        model.learn(128)
+    # every piece was seen, and the instrument did not change what learn() computes
+    assert set(speed.CATEGORIES) - set(profiler.calls) == {"learn_other"}
+    assert all(profiler.seconds[k] > 0 for k in profiler.calls)
+    assert profiler.calls["forward"] == profiler.calls["backward"] == profiler.calls["optimizer"] == 2 * 2 * 2
+    assert profiler.calls["gae"] == 2
+    for key, value in plain.policy.state_dict().items():
+        assert th.equal(value, model.policy.state_dict()[key]), key
+    # everything is restored: torch's functions, and no timed instance attribute is left behind
+    assert (th.autograd.backward, th.nn.utils.clip_grad_norm_, th.Tensor.backward) == originals
+    for obj, names in [
+        (model, ("collect_rollouts", "train")),
+        (model.env, ("step_async", "step_wait")),
+        (model.policy, ("forward", "predict_values", "reset_noise", "evaluate_actions")),
+        (model.rollout_buffer, ("add", "compute_returns_and_advantage", "get")),
+        (model.policy.optimizer, ("zero_grad", "step")),
+    ]:
+        assert not set(names) & set(vars(obj)), obj
+
+
+def test_params_difference(speed):
+    a = {"w": th.ones(2, 2), "b": th.zeros(2)}
+    assert speed.params_difference(a, {k: v.clone() for k, v in a.items()}) == (True, 0.0)
+    exact, diff = speed.params_difference(a, {"w": th.ones(2, 2), "b": th.tensor([0.0, 0.25])})
+    assert not exact and diff == 0.25
+    assert speed.params_difference(a, {"w": th.ones(2, 2)}) == (False, float("inf"))
+    assert speed.params_difference(a, {"w": th.ones(2, 3), "b": th.zeros(2)}) == (False, float("inf"))
+
+
+def test_arguments_are_checked(speed, tmp_path):
+    with pytest.raises(ValueError, match="--reps"):
+        speed.main(["--reps", "0", "--out-dir", str(tmp_path)])
+    with pytest.raises(ValueError, match="--rollouts"):
+        speed.main(["--rollouts", "0", "--out-dir", str(tmp_path)])
+    with pytest.raises(TypeError, match="--xppo-kwargs"):
+        speed.main(["--xppo-kwargs", "[1]", "--out-dir", str(tmp_path)])
+
+
+@pytest.mark.parametrize("clock, reps, xppo_kwargs", [("wall", 2, "{}"), ("cpu", 1, "{'max_grad_norm': 0.1}")])
+def test_end_to_end(speed, tmp_path, capsys, clock, reps, xppo_kwargs):
+    # CartPole-v1's zoo entry: 8 envs x 32 steps, 20 epochs of one minibatch; one rollout per run
+    args = ["--envs", "CartPole-v1", "--rollouts", "1", "--reps", str(reps), "--clock", clock, "--name", "s"]
+    speed.main([*args, "--xppo-kwargs", xppo_kwargs, "--out-dir", str(tmp_path)])
+    with open(tmp_path / "s.json") as f:
+        record = json.load(f)
+    assert (tmp_path / "s.png").stat().st_size > 0
+    (result,) = record["results"]
+    assert result["env"] == "CartPole-v1" and result["steps_per_run"] == 256 and result["target"] == 1.5
+    if xppo_kwargs == "{}":
+        assert result["bit_exact"] and result["max_abs_param_diff"] == 0.0  # XPPO with PPO's options is PPO
+    else:  # an option that changes the result is measured as a difference
+        assert not result["bit_exact"] and 0 < result["max_abs_param_diff"] < float("inf")
+        assert record["xppo_kwargs"] == {"max_grad_norm": "0.1"}
+    assert result["clock"] == clock and record["config"]["clock"] == clock
+    assert [(r["name"], r["rep"]) for r in result["runs"]] == [
+        ("PPO", 0), ("XPPO", 0), ("env only", 0), ("XPPO", 1), ("env only", 1), ("PPO", 1),
+    ][: 3 * reps]  # fmt: skip
+    assert all(result["speed"][n]["best"] >= result["speed"][n]["median"] > 0 for n in ("PPO", "XPPO", "env only"))
+    assert result["ratio_best"] == pytest.approx(result["speed"]["XPPO"]["best"] / result["speed"]["PPO"]["best"])
+    for name in ("PPO", "XPPO"):
+        pieces = result["breakdown"][name]
+        assert set(pieces["us_per_step"]) == set(speed.CATEGORIES)
+        # the pieces add up to the instrumented run's time by the breakdown's clock
+        steps_per_s = pieces["instrumented_steps_per_s" if clock == "wall" else "instrumented_cpu_steps_per_s"]
+        assert sum(pieces["us_per_step"].values()) == pytest.approx(1e6 / steps_per_s)
+        assert pieces["calls"]["optimizer"] == 20 and pieces["calls"]["gae"] == 1
+    env_only = result["breakdown"]["env only"]["us_per_step"]
+    assert env_only["env"] == pytest.approx(1e6 / result["speed"]["env only"]["best" if clock == "wall" else "cpu_best"])
+    out = capsys.readouterr().out
+    assert "CartPole-v1" in out and "minibatch forward" in out and "bit-exact" in out

@@ -1,0 +1,114 @@
+"""The package's layers (DESIGN.md): imports point down only, function-level ones included; names that saved models
+refer to stay importable, and a checkpoint saved before the re-layout loads and trains."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.envs import IdentityEnvBox
+
+import sb3_xppo
+from sb3_xppo import XPPO
+
+PACKAGE = pathlib.Path(sb3_xppo.__file__).parent
+DATA = pathlib.Path(__file__).parent / "data"
+
+#: sub-package (or top-level module) -> layer; a module may import its own sub-package and lower layers only
+LAYERS = {
+    "functional": 0,
+    "common": 1,
+    "envs": 1,
+    "multi_critic": 2,
+    "core": 3,
+    "xppo": 4,
+    "ppo_mask": 4,
+    "ppo_recurrent": 4,
+    "dagger_distill": 5,
+    "zoo": 6,
+    "train": 7,
+    "enjoy": 7,
+    "__init__": 8,
+}
+
+
+def room_of(module: str) -> str:
+    """``sb3_xppo.core.algorithm`` -> ``core``; the package itself -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_of(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every ``sb3_xppo`` module a file imports, anywhere in it (functions included), with the line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "sb3_xppo":
+                found += [(node.lineno, f"sb3_xppo.{alias.name}") for alias in node.names]
+            elif node.module.startswith("sb3_xppo."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("sb3_xppo")]
+    return found
+
+
+def package_modules() -> list[tuple[str, pathlib.Path]]:
+    return [(".".join(("sb3_xppo", *path.relative_to(PACKAGE).with_suffix("").parts)), path) for path in PACKAGE.rglob("*.py")]
+
+
+def test_every_room_has_a_layer():
+    assert {room_of(module) for module, _ in package_modules()} <= set(LAYERS)
+
+
+@pytest.mark.parametrize("module, path", package_modules(), ids=lambda x: x if isinstance(x, str) else "")
+def test_imports_point_down(module, path):
+    room = room_of(module)
+    wrong = []
+    for line, imported in imports_of(path):
+        target = room_of(imported) if imported != "sb3_xppo" else "__init__"
+        if target in LAYERS and target != room and LAYERS[target] >= LAYERS[room]:
+            wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports {imported} ({target}, layer {LAYERS[target]})")
+    assert not wrong, f"{room} (layer {LAYERS[room]}) may import only lower layers:\n" + "\n".join(wrong)
+
+
+def test_layer_check_can_fail(tmp_path):
+    """Negative control: a function-level import of a higher layer is found."""
+    path = tmp_path / "bad.py"
+    path.write_text("def f():\n    from sb3_xppo.core import XPPOCoreMixin\n")
+    assert imports_of(path) == [(2, "sb3_xppo.core")]
+
+
+def test_pickled_names_keep_their_paths():
+    from sb3_xppo.common.schedules import ClipRangePair
+    from sb3_xppo.xppo.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer, rollout_gae  # noqa: F401
+    from sb3_xppo.xppo.xppo import ClipRange, LossHook  # noqa: F401
+    from sb3_xppo.xppo.xppo import ClipRangePair as OldPath
+
+    assert OldPath is ClipRangePair
+
+
+def test_checkpoint_saved_before_the_relayout_loads_and_trains():
+    """Saved by the first wave's XPPO (sb3_xppo.xppo.xppo.ClipRangePair, sb3_xppo.xppo.buffers.XPPORolloutBuffer)."""
+    env = IdentityEnvBox(-1, 1, ep_length=10)
+    model = XPPO.load(DATA / "xppo_v0_clip_pair.zip", env=env, device="cpu")
+    assert (model.actor_loss, model.value_loss, model.normalize_advantage) == ("spo", "improved", "rollout")
+    assert model.clip_range(1.0) == (0.3, 0.25)
+    obs = np.linspace(-1, 1, 5, dtype=np.float32)[:, None]
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], np.load(DATA / "xppo_v0_clip_pair_actions.npy"))
+    model.learn(32)
+
+
+def test_multi_critic_checkpoint_saved_before_the_relayout_loads_and_trains():
+    class Groups(gym.Wrapper):
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            info["vector_reward"] = np.array([reward, 0.5 * reward])
+            return obs, reward, terminated, truncated, info
+
+    model = XPPO.load(DATA / "xppo_v0_multi_critic.zip", env=Groups(gym.make("CartPole-v1")), device="cpu")
+    assert model.reward_groups == ["a", "b"] and model.policy.separate_critics
+    model.learn(32)
+    assert "train/value_loss/b" in model.logger.name_to_value
