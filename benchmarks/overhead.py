@@ -87,6 +87,20 @@ def separate_state(policy_state: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
     return state
 
 
+def normalized_values(adapt: Callable[[dict[str, th.Tensor]], dict[str, th.Tensor]], groups: int = 1):
+    """``adapt`` for a policy whose value head sits in a ``ValueNormalizer`` (``normalize_values=True``), at its initial
+    statistics (mean 0, std 1)."""
+
+    def adapt_normalized(policy_state: dict[str, th.Tensor]) -> dict[str, th.Tensor]:
+        state = {}
+        for key, value in adapt(policy_state).items():
+            state[key.replace("value_net.", "value_net.head.", 1) if key.startswith("value_net.") else key] = value
+        state.update({"value_net.mean": th.zeros(groups), "value_net.var": th.ones(groups), "value_net.count": th.zeros(())})
+        return state
+
+    return adapt_normalized
+
+
 @dataclass
 class Variant:
     name: str
@@ -112,7 +126,15 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         Variant("XPPO dual clip", XPPO, dict(dual_clip=3.0)),
         Variant("XPPO delightful", XPPO, dict(delightful=True)),
         Variant("XPPO clip (0.2, 0.28)", XPPO, dict(clip_range=(0.2, 0.28))),
+        Variant("XPPO normalize_values", XPPO, dict(normalize_values=True), adapt_state=normalized_values(same_state)),
         Variant("XPPO 4 critics", XPPO, dict(reward_groups=len(GROUP_SHARES)), grouped_buffer, grouped_state),
+        Variant(
+            "XPPO 4 critics, normalize_values",
+            XPPO,
+            dict(reward_groups=len(GROUP_SHARES), normalize_values=True),
+            grouped_buffer,
+            normalized_values(grouped_state, len(GROUP_SHARES)),
+        ),
         Variant(
             "XPPO 4 separate critics",
             XPPO,

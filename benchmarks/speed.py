@@ -21,8 +21,10 @@ breakdown of where the time goes and the env-only limit beside it.
   piece is not counted again in its parent; the fastest run of each algorithm is shown), by wrapping methods of the
   run's own objects (``VecEnv.step_async/step_wait``, ``policy.forward/predict_values/reset_noise`` during collection,
   ``rollout_buffer.add``, ``compute_returns_and_advantage``, the minibatch generator ``rollout_buffer.get``,
-  ``policy.evaluate_actions``, ``optimizer.zero_grad/step``) and, for the length of that run only, two torch
-  functions (``torch.autograd.backward``, which ``Tensor.backward`` calls, and ``torch.nn.utils.clip_grad_norm_``).
+  ``policy.evaluate_actions``) and, for the length of that run only, the optimizer class's ``zero_grad/step``, XPPO's
+  exact fast step (``sb3_xppo.core.fast_paths.FlatAdam``: ``zero_grad``, ``clip_grad_norm``, ``step``, under the
+  same names; it only takes an optimizer whose own ``step`` nobody wrapped) and two torch functions
+  (``torch.autograd.backward``, which ``Tensor.backward`` calls, and ``torch.nn.utils.clip_grad_norm_``).
   The remainders are named "collection other" (``obs_as_tensor``, numpy copies, callbacks, episode info),
   "train other" (losses, advantage normalization, statistics) and "learn other" (logger, setup). Code that stops
   calling one of the wrapped methods (an optimized path) shows up in those remainders. Timing adds a few
@@ -34,12 +36,16 @@ breakdown of where the time goes and the env-only limit beside it.
 - **Exactness**: the parameters of PPO and XPPO after the first repetition (same seed) are compared: ``bit_exact``
   and the largest absolute difference.
 - **Targets** (DESIGN.md): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on LunarLander-v3.
+- **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
+  against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
+  (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
 - **Outputs**: a printed table, ``benchmarks/results/speed.json`` and ``speed.png`` (stacked bars: microseconds
   per env-step of each piece, per algorithm, per env).
 
 usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3 Pendulum-v1] [--rollouts N] [--reps 3]
-                                  [--profile-reps 1] [--clock cpu] [--seed 0] [--xppo-kwargs "{...}"]
+                                  [--profile-reps 1] [--clock cpu] [--seed 0] [--xppo-kwargs "{...}"] [--contrib]
                                   [--out-dir DIR] [--name speed]
+       (``--envs --contrib``: the sb3-contrib comparison alone)
        (the defaults take about 2 minutes on one free core: 40 rollouts of CartPole-v1, 2 of LunarLander-v3, 3 of
        Pendulum-v1; 3 repetitions and 1 instrumented run of each algorithm)
 """
@@ -73,6 +79,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_xppo import XPPO
+from sb3_xppo.core.fast_paths import FlatAdam
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
@@ -112,7 +119,8 @@ CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time
 class Profiler:
     """
     Exclusive time per named piece: a timed call nested in another is subtracted from its parent, so the pieces
-    of one run add up to the time spent inside them.
+    of one run add up to the time spent inside them. A call directly nested in a call of the same piece (e.g.
+    XPPO's fast optimizer step falling back to torch's) adds its time but is not counted as a call again.
 
     :param clock: the clock, seconds (a fake one in tests)
     """
@@ -121,19 +129,23 @@ class Profiler:
         self.clock = clock
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
-        # One [time of nested timed calls] cell per open timed call
+        # One [time of nested timed calls] cell per open timed call, and the piece it counts for
         self._stack: list[list[float]] = []
+        self._names: list[str] = []
 
-    def _enter(self) -> tuple[list[float], float]:
+    def _enter(self, name: str) -> tuple[list[float], float]:
         cell = [0.0]
         self._stack.append(cell)
+        self._names.append(name)
         return cell, self.clock()
 
     def _exit(self, name: str, cell: list[float], start: float) -> None:
         elapsed = self.clock() - start
         self._stack.pop()
+        self._names.pop()
         self.seconds[name] += elapsed - cell[0]
-        self.calls[name] += 1
+        if not self._names or self._names[-1] != name:
+            self.calls[name] += 1
         if self._stack:
             self._stack[-1][0] += elapsed
 
@@ -147,7 +159,7 @@ class Profiler:
 
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            cell, start = self._enter()
+            cell, start = self._enter(name)
             try:
                 return fn(*args, **kwargs)
             finally:
@@ -168,7 +180,7 @@ class Profiler:
         def timed(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
             iterator = iter(self.wrap(name, fn)(*args, **kwargs))
             while True:
-                cell, start = self._enter()
+                cell, start = self._enter(name)
                 try:
                     item = next(iterator)
                 except StopIteration:
@@ -199,8 +211,9 @@ def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
 def instrument(model: PPO, profiler: Profiler) -> Iterator[None]:
     """
     Time the pieces of ``model.learn()`` (see :data:`CATEGORIES`) with ``profiler`` for the block, without
-    changing library code: the model's own objects get timed instance attributes, and ``torch.autograd.backward``
-    and ``torch.nn.utils.clip_grad_norm_`` are replaced until the block ends.
+    changing library code: the model's own objects get timed instance attributes, and the optimizer class's
+    ``zero_grad`` / ``step``, :class:`~sb3_xppo.core.fast_paths.FlatAdam`'s methods, ``torch.autograd.backward`` and
+    ``torch.nn.utils.clip_grad_norm_`` are replaced until the block ends.
 
     :param model: a PPO or XPPO model, built; its env is the one ``learn()`` steps
     :param profiler: receives the timings
@@ -218,8 +231,13 @@ def instrument(model: PPO, profiler: Profiler) -> Iterator[None]:
         (policy, "evaluate_actions", "forward"),
         (buffer, "add", "buffer_add"),
         (buffer, "compute_returns_and_advantage", "gae"),
-        (policy.optimizer, "zero_grad", "zero_grad"),
-        (policy.optimizer, "step", "optimizer"),
+        # On the optimizer's class, not the instance: XPPO's exact fast step (FlatAdam) only takes an optimizer whose
+        # step nobody wrapped; it is timed under the same names (its nested torch step, on a first step, counts once)
+        (type(policy.optimizer), "zero_grad", "zero_grad"),
+        (type(policy.optimizer), "step", "optimizer"),
+        (FlatAdam, "zero_grad", "zero_grad"),
+        (FlatAdam, "step", "optimizer"),
+        (FlatAdam, "clip_grad_norm", "clip"),
         (th.autograd, "backward", "backward"),
         (th.nn.utils, "clip_grad_norm_", "clip"),
     ]
@@ -443,6 +461,110 @@ def benchmark_env(
     return dict(**summarize_env(env_id, runs, profiled, exact, diff), rollouts=rollouts, clock=clock)
 
 
+def contrib_cases() -> dict[str, tuple[type[PPO], type[PPO], str, Callable[[int], VecEnv], dict[str, Any]]]:
+    """
+    The sb3-contrib comparisons: name -> (parent, XPPO's subclass, policy, ``make_env(seed)``, keywords of both).
+    """
+    from sb3_contrib import MaskablePPO, RecurrentPPO
+    from sb3_contrib.common.envs import InvalidActionEnvDiscrete
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_xppo import MaskableXPPO, RecurrentXPPO
+
+    def invalid_actions(seed: int) -> VecEnv:
+        return make_vec_env(lambda: InvalidActionEnvDiscrete(dim=20, n_invalid_actions=10), n_envs=8, seed=seed)
+
+    def cartpole(seed: int) -> VecEnv:
+        return make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+
+    return {
+        "MaskableXPPO / MaskablePPO": (
+            MaskablePPO, MaskableXPPO, "MlpPolicy", invalid_actions, dict(n_steps=256, batch_size=64, n_epochs=4)
+        ),
+        "RecurrentXPPO / RecurrentPPO": (
+            RecurrentPPO, RecurrentXPPO, "MlpLstmPolicy", cartpole, dict(n_steps=128, batch_size=256, n_epochs=4)
+        ),
+    }  # fmt: skip
+
+
+def benchmark_contrib(
+    rollouts: int,
+    reps: int,
+    seed: int,
+    cases: dict[str, tuple[type[PPO], type[PPO], str, Callable[[int], VecEnv], dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
+    """
+    ``learn()`` of each sb3-contrib parent and its XPPO subclass, ``rollouts`` rollouts per run, ``reps`` runs of each
+    in alternating order, fresh models and envs with the same seed, construction not timed.
+
+    :param cases: the comparisons (default :func:`contrib_cases`)
+    :return: per comparison: env-steps/s (best, median, CPU best) of both, the ratios (of the bests, the medians,
+        median paired, median paired CPU), and whether the parameters after the first run are the same bit for bit
+    """
+    results = []
+    for name, (parent, ours, policy, make_env, kwargs) in (cases or contrib_cases()).items():
+        runs: dict[str, list[Run]] = {"parent": [], "XPPO": []}
+        params: dict[str, dict[str, th.Tensor]] = {}
+        for rep in range(reps):
+            for key, cls in [("parent", parent), ("XPPO", ours)][:: 1 if rep % 2 == 0 else -1]:
+                env = make_env(seed)
+                model = cls(policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
+                model.set_logger(Logger(folder=None, output_formats=[]))
+                steps = rollouts * model.n_steps * env.num_envs
+                gc.collect()
+                start, start_cpu = time.perf_counter(), time.process_time()
+                model.learn(steps)
+                runs[key].append(Run(key, rep, steps, time.perf_counter() - start, time.process_time() - start_cpu))
+                params.setdefault(key, {k: v.detach().clone() for k, v in model.policy.state_dict().items()})
+                env.close()
+        speed = {
+            key: dict(
+                best=max(r.steps_per_s for r in rs),
+                median=statistics.median(r.steps_per_s for r in rs),
+                cpu_best=max(r.steps / r.cpu_seconds for r in rs),
+            )
+            for key, rs in runs.items()
+        }
+        pairs = list(zip(runs["parent"], runs["XPPO"], strict=True))
+        exact, diff = params_difference(params["parent"], params["XPPO"])
+        results.append(
+            dict(
+                name=name,
+                steps_per_run=runs["XPPO"][0].steps,
+                speed=speed,
+                ratio_best=speed["XPPO"]["best"] / speed["parent"]["best"],
+                ratio_median=speed["XPPO"]["median"] / speed["parent"]["median"],
+                ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
+                cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
+                bit_exact=exact,
+                max_abs_param_diff=diff,
+                runs=[
+                    dict(name=r.name, rep=r.rep, seconds=r.seconds, cpu_seconds=r.cpu_seconds)
+                    for rs in runs.values()
+                    for r in rs
+                ],
+            )
+        )
+    return results
+
+
+def format_contrib_table(results: list[dict[str, Any]]) -> str:
+    """The sb3-contrib comparison's table."""
+    lines = [
+        f"{'comparison':<30} {'steps/run':>9} {'parent':>9} {'XPPO':>9} {'ratio':>7} {'median':>7} {'paired':>7} "
+        f"{'CPU pair':>8} {'bit-exact':>10}"
+    ]
+    for r in results:
+        s = r["speed"]
+        exact = "yes" if r["bit_exact"] else f"{r['max_abs_param_diff']:.1e}"
+        lines.append(
+            f"{r['name']:<30} {r['steps_per_run']:>9} {s['parent']['best']:>9.0f} {s['XPPO']['best']:>9.0f} "
+            f"{r['ratio_best']:>6.3f}x {r['ratio_median']:>6.3f}x {r['ratio_paired']:>6.3f}x {r['cpu_ratio_paired']:>7.3f}x "
+            f"{exact:>10}"
+        )
+    return "\n".join(lines)
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     """The speed table and, per env, the breakdown table."""
     lines = [
@@ -509,7 +631,7 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
+    parser.add_argument("--envs", nargs="*", default=list(DEFAULT_ENVS))
     parser.add_argument("--rollouts", type=int, default=None, help="rollouts per run (default: per env, DEFAULT_ROLLOUTS)")
     parser.add_argument("--reps", type=int, default=3, help="uninstrumented runs of each algorithm per env")
     parser.add_argument("--profile-reps", type=int, default=1, help="instrumented runs of each algorithm per env")
@@ -517,6 +639,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--xppo-kwargs", default="{}", help="python dict literal of extra XPPO keywords")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--contrib", action="store_true", help="also MaskableXPPO / RecurrentXPPO against their parents")
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--name", default="speed", help="output files <out-dir>/<name>.json, .png")
     args = parser.parse_args(argv)
@@ -539,8 +662,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 benchmark_env(env_id, rollouts, args.reps, args.profile_reps, args.seed, xppo_kwargs, log_folder, args.clock)
             )
             print(f"{env_id}: {time.perf_counter() - start:.0f} s", flush=True)
-    table = format_table(results)
-    print(table)
+    contrib = benchmark_contrib(args.rollouts or 2, args.reps, args.seed) if args.contrib else []
+    if results:
+        print(format_table(results))
+    if contrib:
+        print(format_contrib_table(contrib))
 
     os.makedirs(args.out_dir, exist_ok=True)
     record = dict(
@@ -558,12 +684,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         categories=CATEGORIES,
         results=results,
+        contrib=contrib,
     )
     path = os.path.join(args.out_dir, args.name)
     with open(path + ".json", "w") as f:
         json.dump(record, f, indent=1)
-    plot(results, path + ".png")
-    print(f"wrote {path}.json, {path}.png")
+    if results:
+        plot(results, path + ".png")
+    print(f"wrote {path}.json" + (f", {path}.png" if results else ""))
     return record
 
 

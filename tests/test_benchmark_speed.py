@@ -11,7 +11,9 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 
+import sb3_xppo.core.fast_paths as fast_paths
 from sb3_xppo import XPPO
+from sb3_xppo.core.fast_paths import FlatAdam
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "speed.py")
 
@@ -60,6 +62,21 @@ def test_profiler_counts_exclusive_time(speed):
     assert sum(profiler.seconds.values()) == clock.now  # the pieces add up to the time spent inside them
 
 
+def test_profiler_counts_a_nested_call_of_the_same_piece_once(speed):
+    clock = FakeClock()
+    profiler = speed.Profiler(clock)
+
+    def fallback() -> None:  # e.g. XPPO's fast optimizer step handing a step to torch's
+        clock.now += 1.0
+
+    def step() -> None:
+        clock.now += 2.0
+        profiler.wrap("optimizer", fallback)()
+
+    profiler.wrap("optimizer", step)()
+    assert profiler.seconds["optimizer"] == 3.0 and profiler.calls["optimizer"] == 1
+
+
 def test_profiler_counts_a_raising_call(speed):
     clock = FakeClock()
     profiler = speed.Profiler(clock)
@@ -86,14 +103,20 @@ def tiny(algo, env_id="CartPole-v1", **kwargs):
     "algo, env_id, kwargs",
     [(PPO, "CartPole-v1", {}), (XPPO, "CartPole-v1", {}), (XPPO, "Pendulum-v1", dict(use_sde=True, sde_sample_freq=4))],
 )
-def test_instrument_times_every_piece_and_changes_nothing(speed, algo, env_id, kwargs):
+def test_instrument_times_every_piece_and_changes_nothing(speed, monkeypatch, algo, env_id, kwargs):
     originals = (th.autograd.backward, th.nn.utils.clip_grad_norm_, th.Tensor.backward)
     plain = tiny(algo, env_id, **kwargs)
     plain.learn(128)
     model = tiny(algo, env_id, **kwargs)
     profiler = speed.Profiler()
+    methods = [(cls, name, vars(cls).get(name)) for cls in (type(model.policy.optimizer), FlatAdam) for name in vars(FlatAdam)]
+    flat_updates = []
+    adam_update = fast_paths.adam_update
+    monkeypatch.setattr(fast_paths, "adam_update", lambda *args: flat_updates.append(1) or adam_update(*args))
     with speed.instrument(model, profiler):
         model.learn(128)
+    # XPPO's exact fast optimizer step is what is timed, not disabled by the instrument
+    assert len(flat_updates) == (2 * 2 * 2 - 1 if algo is XPPO and fast_paths.flat_adam_is_exact(th.float32) else 0)
     # every piece was seen, and the instrument did not change what learn() computes
     assert set(speed.CATEGORIES) - set(profiler.calls) == {"learn_other"}
     assert all(profiler.seconds[k] > 0 for k in profiler.calls)
@@ -111,6 +134,7 @@ def test_instrument_times_every_piece_and_changes_nothing(speed, algo, env_id, k
         (model.policy.optimizer, ("zero_grad", "step")),
     ]:
         assert not set(names) & set(vars(obj)), obj
+    assert all(vars(cls).get(name) is method for cls, name, method in methods)  # and the classes' methods
 
 
 def test_params_difference(speed):
@@ -163,3 +187,30 @@ def test_end_to_end(speed, tmp_path, capsys, clock, reps, xppo_kwargs):
     assert env_only["env"] == pytest.approx(1e6 / result["speed"]["env only"]["best" if clock == "wall" else "cpu_best"])
     out = capsys.readouterr().out
     assert "CartPole-v1" in out and "minibatch forward" in out and "bit-exact" in out
+
+
+def tiny_contrib_cases(cases):
+    small = dict(n_steps=16, batch_size=32, n_epochs=2, policy_kwargs=dict(net_arch=[16]))
+    lstm = dict(small, policy_kwargs=dict(net_arch=[16], lstm_hidden_size=8))
+    return {
+        name: (parent, ours, policy, lambda seed, make=make_env: make(seed), lstm if "Recurrent" in name else small)
+        for name, (parent, ours, policy, make_env, _) in cases.items()
+    }
+
+
+def test_contrib_comparison(speed, tmp_path, capsys, monkeypatch):
+    tiny = tiny_contrib_cases(speed.contrib_cases())
+    monkeypatch.setattr(speed, "contrib_cases", lambda: tiny)
+    record = speed.main(["--envs", "--contrib", "--rollouts", "1", "--reps", "2", "--out-dir", str(tmp_path), "--name", "c"])
+    assert record["results"] == [] and not (tmp_path / "c.png").exists()
+    names = [r["name"] for r in record["contrib"]]
+    assert names == ["MaskableXPPO / MaskablePPO", "RecurrentXPPO / RecurrentPPO"]
+    for r in record["contrib"]:
+        # the subclasses with their parents' options reproduce them bit for bit
+        assert r["bit_exact"] and r["max_abs_param_diff"] == 0.0
+        assert r["steps_per_run"] == 16 * 8
+        assert [run["name"] for run in r["runs"]] == ["parent", "parent", "XPPO", "XPPO"]
+        assert r["ratio_best"] == pytest.approx(r["speed"]["XPPO"]["best"] / r["speed"]["parent"]["best"])
+    with open(tmp_path / "c.json") as f:
+        assert json.load(f)["contrib"][0]["name"] == names[0]
+    assert "RecurrentXPPO / RecurrentPPO" in capsys.readouterr().out

@@ -1,13 +1,25 @@
 """
 Rollout buffers whose GAE reproduces SB3's loop bit for bit, with a two-op recurrence per step (:func:`rollout_gae`):
-SB3's plain and Dict buffers, and sb3-contrib's maskable and recurrent ones.
+SB3's plain and Dict buffers, and sb3-contrib's maskable and recurrent ones. The plain, Dict and maskable ones also
+take their minibatches from tensors over the rollout (:class:`TensorMinibatchMixin`): the same values, without a
+NumPy copy and a tensor copy per array and minibatch.
 """
+
+from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
 import torch as th
-from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer, MaskableRolloutBuffer
+from sb3_contrib.common.maskable.buffers import (
+    MaskableDictRolloutBuffer,
+    MaskableDictRolloutBufferSamples,
+    MaskableRolloutBuffer,
+    MaskableRolloutBufferSamples,
+)
 from sb3_contrib.common.recurrent.buffers import RecurrentDictRolloutBuffer, RecurrentRolloutBuffer
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+from stable_baselines3.common.type_aliases import DictRolloutBufferSamples, RolloutBufferSamples
+from stable_baselines3.common.vec_env import VecNormalize
 
 # Up to this many recurrences per step (n_envs times reward groups), each runs as a loop over NumPy scalars; wider
 # rollouts run one row of every recurrence per NumPy call. Below it the scalar loop is faster (benchmarks/gae.py).
@@ -122,20 +134,156 @@ class XPPORolloutBufferMixin:
         )
 
 
-class XPPORolloutBuffer(XPPORolloutBufferMixin, RolloutBuffer):
-    """:class:`~stable_baselines3.common.buffers.RolloutBuffer` with vectorised GAE (:func:`rollout_gae`)."""
+#: NumPy dtypes whose arrays the minibatches are indexed from as tensors (any other takes the base class's path)
+TENSOR_DTYPES = frozenset(
+    np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_)
+)
+
+#: ``take(name, array, dtype=None, flatten=False) -> tensor``: the minibatch's rows of a buffer array, a new tensor
+Take = Callable[..., th.Tensor]
 
 
-class XPPODictRolloutBuffer(XPPORolloutBufferMixin, DictRolloutBuffer):
-    """:class:`~stable_baselines3.common.buffers.DictRolloutBuffer` with vectorised GAE (:func:`rollout_gae`)."""
+class _NotAsTensor(Exception):
+    """An array the tensor path does not take (its dtype): the base class's ``_get_samples`` runs instead."""
 
 
-class XPPOMaskableRolloutBuffer(XPPORolloutBufferMixin, MaskableRolloutBuffer):
-    """sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableRolloutBuffer` with :func:`rollout_gae`."""
+class TensorMinibatchMixin:
+    """
+    Minibatches indexed from tensors over the flattened rollout, one ``index_select`` per array, instead of SB3's
+    NumPy fancy indexing followed by a copy into a new tensor (``to_torch``) per array and minibatch: the same values,
+    dtypes and shapes, in new tensors as before. Each pass of :meth:`get` makes the tensors once per array (on CPU
+    they share the arrays' memory; a cast, e.g. of discrete actions to float32, or a copy to another device is made
+    once per pass instead of once per minibatch); a ``_get_samples`` call outside a pass takes the base class's path.
+    """
+
+    device: th.device
+    _rollout_tensors: dict[str, tuple[np.ndarray, th.Tensor]]
+    _in_pass: bool
+
+    def reset(self) -> None:
+        # Drops the last rollout's tensors (set before the base class's reset, which SB3's __init__ calls)
+        self._rollout_tensors, self._in_pass = {}, False
+        super().reset()  # type: ignore[misc]
+
+    def get(self, batch_size: int | None = None) -> Generator[Any, None, None]:
+        """The base class's minibatches (its permutation, its order), each indexed from the rollout's tensors."""
+        self._rollout_tensors, self._in_pass = {}, True
+        try:
+            yield from super().get(batch_size)  # type: ignore[misc]
+        finally:
+            self._in_pass = False
+
+    def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> Any:
+        if not self._in_pass:
+            return super()._get_samples(batch_inds, env)  # type: ignore[misc]
+        index = th.from_numpy(np.ascontiguousarray(batch_inds)).to(self.device)
+
+        def take(name: str, array: np.ndarray, dtype: th.dtype | None = None, flatten: bool = False) -> th.Tensor:
+            rows = self._rollout_tensor(name, array, dtype, flatten).index_select(0, index)
+            return rows.flatten() if flatten and rows.ndim > 1 else rows
+
+        try:
+            return self._tensor_samples(take)
+        except _NotAsTensor:
+            return super()._get_samples(batch_inds, env)  # type: ignore[misc]
+
+    def _rollout_tensor(self, name: str, array: np.ndarray, dtype: th.dtype | None, flatten: bool) -> th.Tensor:
+        """
+        The rollout's tensor over ``array``, made once per pass: cast to ``dtype`` if given; with ``flatten``, one
+        column becomes a 1-D tensor (its rows then need no flattening).
+        """
+        cached = self._rollout_tensors.get(name)
+        if cached is not None and cached[0] is array:
+            return cached[1]
+        if array.dtype not in TENSOR_DTYPES:
+            raise _NotAsTensor(name)
+        tensor = th.from_numpy(array).to(self.device)
+        if dtype is not None:
+            tensor = tensor.to(dtype)
+        if flatten and tensor.ndim == 2 and tensor.shape[1] == 1:
+            tensor = tensor.view(-1)
+        self._rollout_tensors[name] = (array, tensor)
+        return tensor
+
+    def _tensor_samples(self, take: Take) -> Any:
+        """
+        The minibatch, as the base class's ``_get_samples`` builds it from ``array[batch_inds]``.
+
+        :param take: ``take(name, array, dtype=None, flatten=False)``: the minibatch's rows of ``array``, cast to
+            ``dtype``, flattened as ``array[batch_inds].flatten()`` with ``flatten`` (``name`` is its cache key)
+        """
+        raise NotImplementedError
 
 
-class XPPOMaskableDictRolloutBuffer(XPPORolloutBufferMixin, MaskableDictRolloutBuffer):
-    """sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableDictRolloutBuffer` with :func:`rollout_gae`."""
+class XPPORolloutBuffer(TensorMinibatchMixin, XPPORolloutBufferMixin, RolloutBuffer):
+    """
+    :class:`~stable_baselines3.common.buffers.RolloutBuffer` with vectorised GAE (:func:`rollout_gae`) and minibatches
+    indexed from tensors (:class:`TensorMinibatchMixin`).
+    """
+
+    def _tensor_samples(self, take: Take) -> RolloutBufferSamples:
+        return RolloutBufferSamples(
+            take("observations", self.observations),
+            # Cast to float32 (SB3's backward compatible cast)
+            take("actions", self.actions, th.float32),
+            take("values", self.values, flatten=True),
+            take("log_probs", self.log_probs, flatten=True),
+            take("advantages", self.advantages, flatten=True),
+            take("returns", self.returns, flatten=True),
+        )
+
+
+class XPPODictRolloutBuffer(TensorMinibatchMixin, XPPORolloutBufferMixin, DictRolloutBuffer):
+    """
+    :class:`~stable_baselines3.common.buffers.DictRolloutBuffer` with vectorised GAE (:func:`rollout_gae`) and
+    minibatches indexed from tensors (:class:`TensorMinibatchMixin`).
+    """
+
+    def _tensor_samples(self, take: Take) -> DictRolloutBufferSamples:
+        return DictRolloutBufferSamples(
+            observations={key: take(f"observations/{key}", obs) for key, obs in self.observations.items()},
+            actions=take("actions", self.actions, th.float32),
+            old_values=take("values", self.values, flatten=True),
+            old_log_prob=take("log_probs", self.log_probs, flatten=True),
+            advantages=take("advantages", self.advantages, flatten=True),
+            returns=take("returns", self.returns, flatten=True),
+        )
+
+
+class XPPOMaskableRolloutBuffer(TensorMinibatchMixin, XPPORolloutBufferMixin, MaskableRolloutBuffer):
+    """
+    sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableRolloutBuffer` with :func:`rollout_gae` and
+    minibatches indexed from tensors (:class:`TensorMinibatchMixin`).
+    """
+
+    def _tensor_samples(self, take: Take) -> MaskableRolloutBufferSamples:
+        return MaskableRolloutBufferSamples(
+            take("observations", self.observations),
+            take("actions", self.actions),
+            take("values", self.values, flatten=True),
+            take("log_probs", self.log_probs, flatten=True),
+            take("advantages", self.advantages, flatten=True),
+            take("returns", self.returns, flatten=True),
+            take("action_masks", self.action_masks).reshape(-1, self.mask_dims),
+        )
+
+
+class XPPOMaskableDictRolloutBuffer(TensorMinibatchMixin, XPPORolloutBufferMixin, MaskableDictRolloutBuffer):
+    """
+    sb3-contrib's :class:`~sb3_contrib.common.maskable.buffers.MaskableDictRolloutBuffer` with :func:`rollout_gae` and
+    minibatches indexed from tensors (:class:`TensorMinibatchMixin`).
+    """
+
+    def _tensor_samples(self, take: Take) -> MaskableDictRolloutBufferSamples:
+        return MaskableDictRolloutBufferSamples(
+            observations={key: take(f"observations/{key}", obs) for key, obs in self.observations.items()},
+            actions=take("actions", self.actions),
+            old_values=take("values", self.values, flatten=True),
+            old_log_prob=take("log_probs", self.log_probs, flatten=True),
+            advantages=take("advantages", self.advantages, flatten=True),
+            returns=take("returns", self.returns, flatten=True),
+            action_masks=take("action_masks", self.action_masks).reshape(-1, self.mask_dims),
+        )
 
 
 class XPPORecurrentRolloutBuffer(XPPORolloutBufferMixin, RecurrentRolloutBuffer):

@@ -33,6 +33,7 @@ from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_va
 from sb3_xppo.common.options import check_log_ratio_clamp, check_normalize_advantage, resolve_value_loss
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
+from sb3_xppo.core.fast_paths import FastPolicyCalls, FlatAdam, library_modules_only, parameters_finite, validation_off
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
 from sb3_xppo.functional import clipped_value_loss_fn, improved_value_clipping_fn, ppo_actor_loss, spo_actor_loss
 from sb3_xppo.functional.masked import masked_zscore
@@ -180,6 +181,17 @@ class XPPOCoreMixin:
         if self.reward_groups is not None:
             # (the buffer receives each step's group masks, for groups that exist on some steps only)
             env = GroupRewardVecEnv(env, len(self.reward_groups), self.vector_reward_key, self.device, rollout_buffer)
+        # The policy's forward passes (SB3 keeps only numbers from them) under inference mode, and, where the finite
+        # checks guard the parameters and observations, without the distributions' argument checks; callbacks see
+        # neither (FastPolicyCalls)
+        no_validation = self.check_finite and parameters_finite(self.policy)
+        with FastPolicyCalls(self.policy, no_validation, inference=library_modules_only(self.policy)) as calls:
+            return self._collect_checked(env, calls.callback(callback), rollout_buffer, n_rollout_steps, *args)
+
+    def _collect_checked(
+        self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, *args: Any
+    ) -> bool:
+        """The parent's ``collect_rollouts``, its rollout checked for non-finite rewards and observations."""
         if not self.check_finite:
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps, *args)  # type: ignore[misc]
         start = self.num_timesteps
@@ -357,7 +369,10 @@ class XPPOCoreMixin:
 
     def _train_epochs(self, record: TrainRecord, clip_low: float, clip_high: float, clip_range_vf: float | None) -> None:
         """
-        PPO's epochs over the rollout buffer, each minibatch's loss built from :mod:`sb3_xppo.functional`.
+        PPO's epochs over the rollout buffer, each minibatch's loss built from :mod:`sb3_xppo.functional`, and PPO's
+        optimizer step: ``zero_grad``, ``backward``, ``clip_grad_norm_``, ``step``, the optimizer's part through
+        :class:`~sb3_xppo.core.fast_paths.FlatAdam` (the same numbers, one Adam update over all parameters) when the
+        optimizer is SB3's default Adam.
 
         :param record: filled with what each minibatch gives, kept on the device (no host sync unless ``target_kl``
             is set)
@@ -365,7 +380,26 @@ class XPPOCoreMixin:
         :param clip_high: upper clip range of this call
         :param clip_range_vf: value clip range of this call (or None)
         """
+        flat = FlatAdam.open(self.policy.optimizer, list(self.policy.parameters()))
+        try:
+            self._run_epochs(record, clip_low, clip_high, clip_range_vf, flat)
+        finally:
+            if flat is not None:
+                flat.close()
+
+    def _run_epochs(
+        self,
+        record: TrainRecord,
+        clip_low: float,
+        clip_high: float,
+        clip_range_vf: float | None,
+        flat: FlatAdam | None,
+    ) -> None:
+        """The loop of :meth:`_train_epochs`, its optimizer step through ``flat`` (None: torch's own calls)."""
         actor_loss_fn = self._actor_loss_fn(clip_low, clip_high)
+        discrete = isinstance(self.action_space, spaces.Discrete)
+        # The distributions' argument checks are redundant where the finite checks guard the inputs and the result
+        no_validation = self.check_finite
         continue_training = True
         # Multi-critic: the actor's and the critics' gradients clipped apart (one max_grad_norm over actor + G critics
         # shrinks the actor's steps), and their norms before clipping logged; grad_parts is None when neither is on
@@ -379,12 +413,16 @@ class XPPOCoreMixin:
             # Do a complete pass on the rollout buffer
             for rollout_data in self.rollout_buffer.get(self.batch_size):
                 actions = rollout_data.actions
-                if isinstance(self.action_space, spaces.Discrete):
+                if discrete:
                     # Convert discrete action from float to long
                     actions = rollout_data.actions.long().flatten()
 
                 valid = self._valid_samples(rollout_data)
-                values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
+                if no_validation:
+                    with validation_off():
+                        values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
+                else:
+                    values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
                 # (batch,) or, one critic per reward group, (batch, G)
                 values = values.reshape(rollout_data.returns.shape)
                 advantages = self._normalized_advantages(rollout_data.advantages, valid)
@@ -395,7 +433,8 @@ class XPPOCoreMixin:
                     policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
                 # Reduced over the batch: a scalar, or (G,) one per reward group
                 value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
-                value_loss = value_losses.sum()
+                # (no sum of a single value loss: one more node in the graph, the same numbers)
+                value_loss = value_losses.sum() if value_losses.ndim > 0 else value_losses
 
                 # Entropy loss favor exploration (approximated by -log_prob when there is no analytical form)
                 entropy_loss = -valid_mean(-log_prob if entropy is None else entropy, valid)
@@ -430,7 +469,10 @@ class XPPOCoreMixin:
                     loss = hook(self, rollout_data, loss)
 
                 # Optimization step
-                self.policy.optimizer.zero_grad()
+                if flat is None:
+                    self.policy.optimizer.zero_grad()
+                else:
+                    flat.zero_grad()
                 loss.backward()
                 if per_part:
                     assert grad_parts is not None
@@ -439,9 +481,15 @@ class XPPOCoreMixin:
                 else:
                     if grad_parts is not None:
                         part_norms.append(grad_norms(grad_parts))
-                    # Clip grad norm
-                    grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                    # Clip grad norm (torch's own call where part norms are logged: they are what it sees)
+                    if flat is None or grad_parts is not None:
+                        grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                    else:
+                        grad_norm = flat.clip_grad_norm(self.max_grad_norm)
+                if flat is None:
+                    self.policy.optimizer.step()
+                else:
+                    flat.step()
                 record.hooked_losses.append(loss.detach())
                 record.grad_norms.append(grad_norm)
 

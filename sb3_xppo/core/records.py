@@ -80,19 +80,23 @@ def minibatch_ratio_statistics(
             # Ye et al. 2020: the bound c * A is active where A < 0 and r > c, r as the loss sees it (clamped)
             loss_ratio = ratio if log_ratio_clamp is None else th.exp(log_ratio.clamp(*log_ratio_clamp))
             dual_clipped = (th.cat(advantages) < 0) & (loss_ratio > dual_clip)
+        deviation = ratio - 1
         columns = {
-            "approx_kl": (ratio - 1) - log_ratio,
+            "approx_kl": deviation - log_ratio,
             "clip_fraction_low": (ratio < 1 - clip_low).to(ratio.dtype),
             "clip_fraction_high": (ratio > 1 + clip_high).to(ratio.dtype),
             "dual_clip_fraction": dual_clipped.to(ratio.dtype),
-            "ratio_deviation": (ratio - 1).abs(),
+            "ratio_deviation": deviation.abs(),
         }
-        weights = th.ones_like(ratio)
+        table = th.stack(list(columns.values()))
         if valid is not None and any(v is not None for v in valid):
             weights = th.cat([th.ones_like(x) if v is None else v.to(x.dtype) for x, v in zip(log_ratios, valid, strict=True)])
-        # A padded sample's ratio may be anything: it is left out (th.where, so that even a NaN there stays out)
-        values = th.stack([th.where(weights > 0, column, 0) for column in columns.values()]).cpu().numpy().astype(np.float64)
-        counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
+            # A padded sample's ratio may be anything: it is left out (th.where, so that even a NaN there stays out)
+            table = th.where(weights > 0, table, 0)
+            counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
+        else:
+            counts = sizes.astype(np.float64)
+        values = table.cpu().numpy().astype(np.float64)
     # np.add.reduceat sums each minibatch's slice of every column at once
     stats = dict(zip(columns, np.add.reduceat(values, starts, axis=1) / np.maximum(counts, 1), strict=True))
     stats["clip_fraction"] = stats["clip_fraction_low"] + stats["clip_fraction_high"]
