@@ -47,6 +47,12 @@ setup(
             # rl-zoo3's enjoy imports requests (through rl_zoo3.load_from_hub) without declaring it
             "requests",
         ],
+        # the documentation: sphinx-build -W --keep-going -b html docs docs/_build/html
+        "docs": [
+            "sphinx>=7.0",
+            "sphinx-rtd-theme>=2.0",
+            "myst-parser>=3.0",
+        ],
     },
     entry_points={
         "console_scripts": [

@@ -17,7 +17,8 @@ seeds for every contender, in one run.
     (``dual_clip=c``), ``delight`` or ``delight<temp>`` (delightful gate), ``lrc<c>`` (``log_ratio_clamp=c``),
     ``cr<low>:<high>`` (decoupled clip range);
   - any contender may end in hyperparameter overrides ``@<keyword>=<python literal>``, applied over the zoo
-    entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``): for tuning, whose
+    entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``); XPPO's policy options
+    (``@rpo_alpha=0.5``, ``@simba='critic'``, ``@hl_gauss={}``) are merged into the entry's ``policy_kwargs``: for tuning, whose
     winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
     ``frame_stack``, wrappers) replace the yml's before rl-zoo3 reads it, so
     ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would,
@@ -26,7 +27,9 @@ seeds for every contender, in one run.
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
     ``grid-rollout``, ``grid-none`` (the same grid with that normalization, all 9 cells); ``toggles:<name>``
-    (name, +dual3, +delight, +dual3+delight).
+    (name, +dual3, +delight, +dual3+delight); ``improvements`` (ppo and each single option of the improvements
+    screen: RPO at a=0.5, value normalization, the HL-Gauss classification critic with value normalization, a SimBa
+    critic).
 
 - **Envs and budgets**: the zoo's ``n_timesteps`` times ``--budget-scale``. Thresholds for "steps to threshold"
   (first evaluation whose mean return reaches it): CartPole-v1 475, Acrobot-v1 -100, Pendulum-v1 -200,
@@ -45,7 +48,7 @@ seeds for every contender, in one run.
 
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
                                      [--budget-scale 1.0] [--workers 1] [--time-limit MINUTES] [--name NAME]
-                                     [--report-only] [--quick]
+                                     [--report-only] [--readme docs/guide/benchmarks.md] [--quick]
        (--quick: CartPole-v1, 5k steps, one seed, ppo vs xppo: a smoke test of well under a minute)
 """
 
@@ -81,6 +84,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from sb3_xppo import XPPO
+from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 from sb3_xppo.zoo import CONFIG_PATH
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -92,6 +96,9 @@ THRESHOLDS: dict[str, float] = {
     "Pendulum-v1": -200.0,
     "LunarLander-v3": 200.0,
     "LunarLanderContinuous-v3": 200.0,
+    "BipedalWalker-v3": 300.0,
+    "Hopper-v5": 3000.0,
+    "HalfCheetah-v5": 3000.0,
 }
 ACTORS = ("clip", "spo", "asymmetric_spo")
 VALUES = ("mse", "sb3", "clipped", "improved")
@@ -101,6 +108,18 @@ NORMS = {"mb": "minibatch", "rollout": "rollout", "none": False}
 RUN_FORMAT = 1
 # overrides of these keys go into the zoo's yml entry before rl-zoo3 reads it: they shape the envs, not the model
 ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wrapper", "env_kwargs")
+#: rl-zoo3's ppo.yml entries of the -v4 MuJoCo tasks under their v5 ids (ppo.yml has no v5 entries)
+MUJOCO_V5_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo_mujoco_v5.yml")
+ENV_CONFIGS = {"Hopper-v5": MUJOCO_V5_CONFIG, "HalfCheetah-v5": MUJOCO_V5_CONFIG}
+#: the single options of the improvements screen (issue 15), each over the zoo's PPO entry
+IMPROVEMENTS = (
+    "xppo@rpo_alpha=0.5",
+    "xppo@normalize_values=True",
+    "xppo@value_loss='hl_gauss'@normalize_values=True",
+    "xppo@simba='critic'",
+)
+# overrides of these are XPPO's policy options: they go into the entry's policy_kwargs, the zoo's kept
+POLICY_OPTIONS = ("rpo_alpha", "simba", "simba_activation", "hl_gauss")
 # a string override of these ('lin_3e-4') is an rl-zoo3 schedule: it goes into the entry too, for rl-zoo3 to build
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 
@@ -202,6 +221,8 @@ def expand_contenders(spec: str) -> list[Contender]:
                 # clip + mse + minibatch normalization is PPO itself (same parameters after learn(), API.md)
                 if (a, v, norm) != ("clip", "mse", "mb")
             ]
+        elif item == "improvements":
+            names += ["ppo", *IMPROVEMENTS]
         elif item.startswith("toggles:"):
             base = item.split(":", 1)[1]
             names += [base, f"{base}+dual3", f"{base}+delight", f"{base}+dual3+delight"]
@@ -221,8 +242,11 @@ def _zoo_manager(
     """
     rl-zoo3's experiment manager on ``env_id``, quiet, without an eval callback (the benchmark has its own).
 
-    :param config: the yml to read, rl-zoo3's ``ppo.yml`` when None
+    :param config: the yml to read, rl-zoo3's ``ppo.yml`` when None (for the MuJoCo v5 ids, which it lacks, its
+        -v4 entries in ``zoo_mujoco_v5.yml``)
     """
+    if config is None:
+        config = ENV_CONFIGS.get(env_id)
     with contextlib.redirect_stdout(io.StringIO()):
         return ExperimentManager(
             argparse.Namespace(),
@@ -335,12 +359,16 @@ def run_task(task: Task) -> dict[str, Any]:
         hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
             task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
         )
-        if kwargs.get("value_loss", "mse") != "mse":
+        if kwargs.get("value_loss", "mse") in CLIPPING_VALUE_LOSSES:
             hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
         elif task.contender.algo == "xppo" and "value_loss" in kwargs:
             # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
             hyperparams.pop("clip_range_vf", None)
         algo = PPO if task.contender.algo == "ppo" else XPPO
+        # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
+        policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
+        if policy_options:
+            hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), **policy_options}
         hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
         model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
         n_envs = env.num_envs
@@ -531,7 +559,7 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
 
 
 def readme_block(name: str, table: str) -> str:
-    """The table of :func:`markdown` as it stands in the README: no title, its env headings at level 4."""
+    """The table of :func:`markdown` as it stands in docs/guide/benchmarks.md: no title, its env headings at level 4."""
     body = table.split("\n", 2)[2]  # drop the title line and the blank line after it
     body = "\n".join("#### " + line[3:] if line.startswith("## ") else line for line in body.splitlines())
     return f"<!-- learning_{name} start: written by benchmarks/learning.py --readme -->\n{body}\n<!-- learning_{name} end -->"

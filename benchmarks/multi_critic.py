@@ -1,7 +1,7 @@
 """
 Multi-critic evidence (issue 13): every multi-critic mode against the single critic, at rl-zoo3's own PPO
 hyperparameters, the same seeds for every contender, with the machinery of ``benchmarks/learning.py`` (rl-zoo3 setup,
-per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, README block).
+per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a block of docs/guide/benchmarks.md).
 
 - **Campaigns** (``--campaign``):
 
@@ -36,7 +36,7 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, READM
   ``<out-dir>/learning_runs/`` (``--report-only`` reports from the cache).
 
 usage: python benchmarks/multi_critic.py --campaign lunar|styles [--contenders ...] [--seeds 0 1 2 3 4]
-                                         [--budget-scale 1.0] [--workers N] [--readme README.md] [--quick]
+                                         [--budget-scale 1.0] [--workers N] [--readme docs/guide/benchmarks.md] [--quick]
        (--quick: the campaign's pipeline at 2% of the budget, seeds 0 1, three contenders: a smoke test)
        python benchmarks/multi_critic.py --campaign lunar|styles --clip-ab ROLLOUTS  (the gradient-clipping A/B)
 """

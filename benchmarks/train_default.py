@@ -1,5 +1,5 @@
 """
-The README's default run: ``python -m sb3_xppo.train --seed 0`` (XPPO on LunarLander-v3 with the packaged
+The default run of docs/guide/rl_zoo.md: ``python -m sb3_xppo.train --seed 0`` (XPPO on LunarLander-v3 with the packaged
 ``xppo.yml`` entry, 1M steps, rl-zoo3's evaluation every 25k steps), trained in a temporary log folder; its
 learning curve and evaluations are copied to ``benchmarks/results/train_default_<env>_seed<seed>.{png,json}``.
 

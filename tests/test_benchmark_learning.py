@@ -100,6 +100,15 @@ def test_schedule_overrides_are_rl_zoo3s(learning, built_xppo):
     assert built_xppo["learning_rate"](0.5) == pytest.approx(5e-4) and built_xppo["clip_range"] == 0.1
 
 
+def test_policy_options_merge_into_the_zoo_policy_kwargs(learning, built_xppo):
+    """@rpo_alpha and friends join the entry's policy_kwargs (the zoo's net_arch kept); hl_gauss gets no clip_range_vf."""
+    name = "xppo@n_steps=64@rpo_alpha=0.3@simba='critic'@value_loss='hl_gauss'@normalize_values=True"
+    learning.run_task(learning.Task("Pendulum-v1", 256, learning.parse_contender(name), 0, 1, 1, 1, 0.2))
+    assert built_xppo["policy_kwargs"] == dict(rpo_alpha=0.3, simba="critic")
+    assert "clip_range_vf" not in built_xppo and built_xppo["value_loss"] == "hl_gauss"
+    assert learning.zoo_entry_of(None, "Hopper-v5")["policy_kwargs"].startswith("dict(")  # rl-zoo3's -v4 entry
+
+
 @pytest.mark.parametrize(
     "override",
     [
@@ -250,7 +259,7 @@ def test_update_readme_writes_between_the_markers(learning, tmp_path):
 def test_readme_tables_come_from_the_committed_results(learning):
     """Each learning table in the README is the one its committed learning_<name>.json produces."""
     root = os.path.dirname(os.path.dirname(SCRIPT))
-    with open(os.path.join(root, "README.md")) as f:
+    with open(os.path.join(root, "docs", "guide", "benchmarks.md")) as f:
         readme = f.read()
     names = [part.split(" start", 1)[0] for part in readme.split("<!-- learning_")[1:] if " start" in part.split("\n")[0]]
     assert names, "the README shows no learning table"

@@ -26,6 +26,7 @@ from stable_baselines3.common.utils import LinearSchedule
 
 import sb3_xppo
 from sb3_xppo import XPPO
+from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.xppo import XPPODictRolloutBuffer, XPPORolloutBuffer
 from sb3_xppo.xppo.buffers import rollout_gae
 
@@ -600,7 +601,9 @@ def test_schedules_pickle_and_load_with_zoo_custom_objects(tmp_path):
 
 def test_policy_aliases_and_exports():
     assert set(XPPO.policy_aliases) == {"MlpPolicy", "CnnPolicy", "MultiInputPolicy"}
-    assert XPPO.policy_aliases == PPO.policy_aliases
+    # PPO's policies with XPPO's options (RPO, SimBa, the classification critic), the same networks by default
+    for name, policy_class in XPPO.policy_aliases.items():
+        assert issubclass(policy_class, PPO.policy_aliases[name]) and issubclass(policy_class, XPPOPolicyMixin)
     assert sb3_xppo.XPPO is XPPO
     model = XPPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=16, batch_size=8)
     assert isinstance(model.rollout_buffer, XPPODictRolloutBuffer)

@@ -13,7 +13,9 @@ import numpy as np
 from sb3_xppo.functional.advantages import REDUCES
 
 ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo")
-VALUE_LOSSES = ("mse", "sb3", "clipped", "improved")
+VALUE_LOSSES = ("mse", "sb3", "clipped", "improved", "hl_gauss")
+#: value losses that clip, and so need clip_range_vf (hl_gauss clips in scalar space when it is given)
+CLIPPING_VALUE_LOSSES = ("sb3", "clipped", "improved")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
 
 
@@ -96,7 +98,7 @@ def check_value_loss(value_loss: str | None, clip_range_vf: Any) -> None:
     if value_loss is None:
         return
     check_choice("value_loss", value_loss, VALUE_LOSSES)
-    if value_loss != "mse" and clip_range_vf is None:
+    if value_loss in CLIPPING_VALUE_LOSSES and clip_range_vf is None:
         raise ValueError(
             f"value_loss={value_loss!r} clips the value function and needs clip_range_vf (a float > 0 or a schedule)"
         )

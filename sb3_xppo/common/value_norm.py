@@ -21,11 +21,15 @@ class ValueNormalizer(nn.Module):
 
     :param head: the value head, whose last layer gets rescaled
     :param n_outputs: its number of outputs ``G`` (one per critic)
+    :param preserve_outputs: rescale the head's last layer when the statistics move (PopArt); False for a head that
+        cannot be rescaled (a classification critic, whose support is fixed): its targets are normalized all the
+        same, and its values in return units move with the statistics (slowly: they run over all rollouts)
     """
 
-    def __init__(self, head: nn.Module, n_outputs: int) -> None:
+    def __init__(self, head: nn.Module, n_outputs: int, preserve_outputs: bool = True) -> None:
         super().__init__()
         self.head = head
+        self.preserve_outputs = preserve_outputs
         self.register_buffer("mean", th.zeros(n_outputs))
         self.register_buffer("var", th.ones(n_outputs))
         self.register_buffer("count", th.zeros(()))
@@ -66,6 +70,8 @@ class ValueNormalizer(nn.Module):
         self.var.copy_((self.var * self.count + batch_var * n + delta**2 * self.count * n / total) / total)
         self.mean.add_(delta * n / total)
         self.count.copy_(total)
+        if not self.preserve_outputs:
+            return
         # head(x) = W x + b must become (old_std * (W x + b) + old_mean - mean) / std
         weight, bias = last_layer(self.head)
         scale = old_std / self.std

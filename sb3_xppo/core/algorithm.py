@@ -6,6 +6,7 @@ a minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) an
 (:meth:`XPPOCoreMixin._valid_samples`).
 """
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
@@ -31,7 +32,9 @@ from sb3_xppo.common.finite import (
 )
 from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms, split_parameters
 from sb3_xppo.common.options import check_log_ratio_clamp, check_normalize_advantage, resolve_value_loss
+from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
+from sb3_xppo.common.value_heads import HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
 from sb3_xppo.core.fast_paths import FastPolicyCalls, FlatAdam, library_modules_only, parameters_finite, validation_off
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
@@ -136,6 +139,7 @@ class XPPOCoreMixin:
         if self.rollout_buffer_class is None and self.xppo_buffer_classes is not None:
             box, dict_obs = self.xppo_buffer_classes
             self.rollout_buffer_class = dict_obs if isinstance(self.observation_space, spaces.Dict) else box
+        self._setup_value_head()
         # The parent wraps the clip ranges in FloatSchedule, which would turn a (low, high) pair into a float
         self.clip_range = as_clip_schedule(self.clip_range)
         super()._setup_model()  # type: ignore[misc]
@@ -150,7 +154,39 @@ class XPPOCoreMixin:
         if self.normalize_values and not isinstance(self.policy.value_net, ValueNormalizer):
             # PopArt: the head predicts normalized values, the policy still returns values in return units
             n_outputs = len(self.reward_groups) if self.reward_groups is not None else 1
-            self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs)
+            # (a classification critic's bins cannot be rescaled: its targets are normalized, its outputs move)
+            categorical = isinstance(self.policy.value_net, HLGaussValueHead)
+            self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs, preserve_outputs=not categorical)
+
+    def _setup_value_head(self) -> None:
+        """``value_loss='hl_gauss'``: the policy gets a classification critic (``policy_kwargs['hl_gauss']``)."""
+        wants_bins = "hl_gauss" in self.policy_kwargs
+        if self.value_loss != "hl_gauss":
+            if wants_bins:
+                raise ValueError(
+                    "policy_kwargs['hl_gauss'] configures the classification critic of value_loss='hl_gauss', "
+                    f"but value_loss={self.value_loss!r}"
+                )
+            return
+        if not issubclass(self.policy_class, XPPOPolicyMixin):
+            raise ValueError(
+                "value_loss='hl_gauss' needs one of XPPO's policies (a categorical value head): 'MlpPolicy', "
+                "'CnnPolicy', 'MultiInputPolicy' (LSTM: 'MlpLstmPolicy', ...) or a subclass of "
+                f"sb3_xppo.common.policies.XPPOPolicyMixin, got {self.policy_class.__name__}"
+            )
+        options = dict(self.policy_kwargs.get("hl_gauss") or {})
+        self.policy_kwargs = {**self.policy_kwargs, "hl_gauss": options}
+        env = getattr(self, "env", None)
+        vec_normalize = self.get_vec_normalize_env() if env is not None else None  # type: ignore[attr-defined]
+        normalized = self.normalize_values or (vec_normalize is not None and vec_normalize.norm_reward)
+        if not normalized and not {"v_min", "v_max"} & set(options):
+            warnings.warn(
+                "value_loss='hl_gauss' without normalize_values=True or a reward-normalizing VecNormalize: the "
+                "classification critic's default support [-10, 10] is then in the environment's return units, and "
+                "returns beyond it are clamped; pass normalize_values=True or policy_kwargs=dict(hl_gauss=dict(v_min=..., "
+                "v_max=...))",
+                stacklevel=3,
+            )
 
     def _setup_multi_critic(self) -> None:
         """One critic per reward group: the multi-critic policy and buffer, told the number of groups."""
@@ -525,7 +561,11 @@ class XPPOCoreMixin:
         if self.normalize_values:
             # In normalized units: commensurate across groups, and clip_range_vf means the same for every group
             values, old_values, returns = (self.policy.value_net.normalize(x) for x in (values, old_values, returns))
-        if self.value_loss in ("mse", "sb3") or clip_range_vf is None:
+        if self.value_loss == "hl_gauss":
+            # Cross-entropy of the categorical critic's last forward pass (this minibatch's), clipped in scalar space
+            head = self.policy.value_net.head if self.normalize_values else self.policy.value_net
+            elementwise = head.loss(returns, old_values, clip_range_vf).reshape(returns.shape)
+        elif self.value_loss in ("mse", "sb3") or clip_range_vf is None:
             if self.value_loss == "sb3" and clip_range_vf is not None:
                 # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
                 values = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)

@@ -93,6 +93,13 @@ class GridMaze(gym.Env):
         return legal
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        """
+        Puts the agent back on ``S``.
+
+        :param seed: seeds the env's random generator (the maze itself is deterministic)
+        :param options: unused
+        :return: the start cell's observation and an empty info
+        """
         super().reset(seed=seed)
         self.position = self.start
         if self.render_mode == "human":
@@ -100,6 +107,12 @@ class GridMaze(gym.Env):
         return self._observation(), {}
 
     def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
+        """
+        :param action: ``0`` up, ``1`` right, ``2`` down, ``3`` left
+        :return: observation, reward, terminated (goal reached or illegal move), truncated (always False: the
+            registered env's ``TimeLimit`` truncates) and info (``illegal_action``, ``is_success``)
+        :raises ValueError: for an action outside the action space
+        """
         action = int(action)
         if not self.action_space.contains(action):
             raise ValueError(f"action must be one of 0..{self.action_space.n - 1}, got {action}")

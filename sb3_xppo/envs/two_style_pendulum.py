@@ -52,6 +52,13 @@ class TwoStylePendulum(PendulumEnv):
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """
+        Pendulum-v1's reset, then the episode's style.
+
+        :param seed: seeds the state and the style, drawn from the same generator
+        :param options: Pendulum-v1's, and ``"style"``: 0 or 1 fixes this episode's style
+        :return: the observation and the info ``{"style": style}``
+        """
         super().reset(seed=seed, options=options)
         style = check_style((options or {}).get("style", self.fixed_style), "options['style']")
         # Drawn after the state, from the same generator: one seed fixes both
@@ -59,6 +66,11 @@ class TwoStylePendulum(PendulumEnv):
         return self._get_obs(), {"style": self.style}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """
+        :param action: the torque, shape ``(1,)``, clipped to ``[-2, 2]`` as in Pendulum-v1
+        :return: observation, the active style's reward, terminated, truncated (Pendulum-v1's) and info
+            (``vector_reward``, ``vector_reward_mask``, ``style``)
+        """
         # Pendulum-v1's reward is a cost of the state before the step and of the clipped torque
         theta, theta_dot = self.state
         u = np.clip(action, -self.max_torque, self.max_torque)[0]

@@ -14,7 +14,13 @@ from sb3_xppo.functional.advantages import (
     reverse_linear_scan,
 )
 from sb3_xppo.functional.masked import lens_to_mask, masked_mean, masked_sum, masked_zscore
-from sb3_xppo.functional.value_losses import clipped_value_loss_fn, improved_value_clipping_fn
+from sb3_xppo.functional.value_losses import (
+    clipped_value_loss_fn,
+    hl_gauss_probs,
+    hl_gauss_value,
+    hl_gauss_value_loss_fn,
+    improved_value_clipping_fn,
+)
 
 __all__ = [
     "GAE",
@@ -23,6 +29,9 @@ __all__ = [
     "clipped_value_loss_fn",
     "combine_grouped_advantages",
     "dones_to_masks",
+    "hl_gauss_probs",
+    "hl_gauss_value",
+    "hl_gauss_value_loss_fn",
     "improved_value_clipping_fn",
     "lens_to_mask",
     "masked_mean",

@@ -3,6 +3,8 @@ Value (critic) losses.
 
 - clipped value loss, max form: Schulman et al. 2017 (the PPO reference implementation)
 - improved value clipping: Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient
+- HL-Gauss classification critic: Farebrother et al. 2024, Stop Regressing: Training Value Functions via
+  Classification for Scalable Deep RL, https://arxiv.org/abs/2403.03950 (Imani & White 2018 for the HL loss)
 """
 
 from __future__ import annotations
@@ -99,6 +101,98 @@ def improved_value_clipping_fn(
         beyond = ((returns < sv) & (sv < low)) | ((high < sv) & (sv < returns))
         loss = th.where(beyond, th.zeros((), dtype=loss.dtype, device=loss.device), th.min(loss, clipped_loss))
     return _reduce(loss, mask, lens, group_dim, reduction)
+
+
+def hl_gauss_probs(targets: th.Tensor, v_min: float, v_max: float, n_bins: int, sigma_ratio: float = 0.75) -> th.Tensor:
+    """
+    HL-Gauss targets (Farebrother et al. 2024, section 3.1): the mass that a Gaussian ``N(y, sigma^2)``, truncated
+    to the support ``[v_min, v_max]``, puts on each of ``n_bins`` equal bins,
+    ``p_k = (Phi((e_{k+1} - y) / sigma) - Phi((e_k - y) / sigma)) / (Phi((e_K - y) / sigma) - Phi((e_0 - y) / sigma))``
+    with the bin edges ``e_0 = v_min < ... < e_K = v_max`` and ``sigma = sigma_ratio * (v_max - v_min) / n_bins``.
+    Targets outside the support are clamped to it first.
+
+    :param targets: scalar targets, any shape ``(...)``
+    :param v_min: the support's lower end
+    :param v_max: the support's upper end, > ``v_min``
+    :param n_bins: number of bins ``K`` >= 2
+    :param sigma_ratio: the Gaussian's standard deviation in bin widths (the paper's 0.75 spreads the mass over about
+        six bins)
+    :return: ``(..., K)`` probabilities summing to 1
+    """
+    _check_support(v_min, v_max, n_bins, sigma_ratio)
+    edges = th.linspace(v_min, v_max, n_bins + 1, dtype=targets.dtype, device=targets.device)
+    sigma = sigma_ratio * (v_max - v_min) / n_bins
+    y = targets.clamp(v_min, v_max).unsqueeze(-1)
+    cdf = th.special.ndtr((edges - y) / sigma)  # (..., K + 1)
+    return (cdf[..., 1:] - cdf[..., :-1]) / (cdf[..., -1:] - cdf[..., :1])
+
+
+def hl_gauss_value(logits: th.Tensor, v_min: float, v_max: float) -> th.Tensor:
+    """
+    The scalar value of a categorical critic: the expectation of the bin centers under ``softmax(logits)``.
+
+    :param logits: ``(..., K)`` logits over ``K`` equal bins of ``[v_min, v_max]``
+    :param v_min: the support's lower end
+    :param v_max: the support's upper end
+    :return: ``(...)`` values
+    """
+    n_bins = logits.shape[-1]
+    _check_support(v_min, v_max, n_bins, 1.0)
+    width = (v_max - v_min) / n_bins
+    centers = th.linspace(v_min + width / 2, v_max - width / 2, n_bins, dtype=logits.dtype, device=logits.device)
+    return th.softmax(logits, dim=-1) @ centers
+
+
+def hl_gauss_value_loss_fn(
+    logits: th.Tensor,
+    returns: th.Tensor,
+    v_min: float,
+    v_max: float,
+    sigma_ratio: float = 0.75,
+    old_values: th.Tensor | None = None,
+    clip: float | None = None,
+    mask: th.Tensor | None = None,
+    lens: th.Tensor | None = None,
+    group_dim: int = -2,
+    reduction: str = "mean",
+) -> th.Tensor:
+    """
+    The classification value loss of Farebrother et al. 2024: the cross-entropy between the critic's
+    ``softmax(logits)`` and the HL-Gauss encoding of the return (:func:`hl_gauss_probs`). Value clipping happens in
+    scalar space, before encoding: the target becomes ``old + clamp(R - old, -clip, clip)``, so the critic is never
+    pulled further than ``clip`` from its value at collection.
+
+    :param logits: ``(..., K)``: the values' shape plus a bins dim
+    :param returns: regression targets, the values' shape ``(...)``
+    :param v_min: the support's lower end (targets beyond the support are clamped to it)
+    :param v_max: the support's upper end
+    :param sigma_ratio: see :func:`hl_gauss_probs`
+    :param old_values: the values at collection (needed with ``clip``)
+    :param clip: clip range of ``R - old`` (None: no clipping)
+    :param mask: bool or float mask over the values' shape, as :func:`clipped_value_loss_fn`
+    :param lens: ``(b)`` valid lengths, as :func:`clipped_value_loss_fn`
+    :param group_dim: the group dimension of grouped values
+    :param reduction: ``'mean'``, ``'sum'`` or ``'none'`` (per value, masked-out entries 0)
+    :return: the reduced loss
+    """
+    if logits.ndim < 1 or logits.shape[-1] < 2:
+        raise ValueError(f"logits must end with a bins dim of at least 2, got shape {tuple(logits.shape)}")
+    returns = _check_value_inputs(logits[..., 0], old_values, returns, reduction)
+    targets = returns.expand(logits.shape[:-1])
+    if _clipping(clip, old_values):
+        targets = old_values + th.clamp(targets - old_values, -clip, clip)
+    probs = hl_gauss_probs(targets.detach(), v_min, v_max, logits.shape[-1], sigma_ratio)
+    loss = -(probs * th.log_softmax(logits, dim=-1)).sum(dim=-1)
+    return _reduce(loss, mask, lens, group_dim, reduction)
+
+
+def _check_support(v_min: float, v_max: float, n_bins: int, sigma_ratio: float) -> None:
+    if not v_max > v_min:
+        raise ValueError(f"the support needs v_min < v_max, got v_min={v_min!r}, v_max={v_max!r}")
+    if n_bins < 2:
+        raise ValueError(f"n_bins must be >= 2, got {n_bins!r}")
+    if not sigma_ratio > 0:
+        raise ValueError(f"sigma_ratio must be > 0, got {sigma_ratio!r}")
 
 
 def _clipping(clip: float | None, old_values: th.Tensor | None) -> bool:

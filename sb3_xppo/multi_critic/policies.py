@@ -16,9 +16,17 @@ from sb3_contrib.common.maskable.policies import (
     MaskableMultiInputActorCriticPolicy,
 )
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
-from stable_baselines3.common.torch_layers import MlpExtractor
-from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
+
+from sb3_xppo.common.policies import (
+    MaskableXPPOActorCriticCnnPolicy,
+    MaskableXPPOActorCriticPolicy,
+    MaskableXPPOMultiInputActorCriticPolicy,
+    XPPOActorCriticCnnPolicy,
+    XPPOActorCriticPolicy,
+    XPPOMultiInputActorCriticPolicy,
+    XPPOPolicyMixin,
+)
 
 
 class SeparateCritics(nn.Module):
@@ -30,8 +38,10 @@ class SeparateCritics(nn.Module):
     :param net_arch: hidden layer sizes of each critic (may be empty: one linear value per group)
     :param n_groups: number of critics ``G``
     :param activation_fn: activation between the hidden layers
-    :param ortho_init: orthogonal initialization (gain sqrt(2) for the hidden layers, 1 for the value output, as
+    :param ortho_init: orthogonal initialization (gain sqrt(2) for the hidden layers, ``out_gain`` for the output, as
         SB3's ``ActorCriticPolicy``); else PyTorch's default for ``nn.Linear``
+    :param out_dim: outputs per critic (1: a value; the bins of a classification critic)
+    :param out_gain: the output layer's orthogonal gain (SB3's value head: 1)
     """
 
     def __init__(
@@ -41,9 +51,12 @@ class SeparateCritics(nn.Module):
         n_groups: int,
         activation_fn: type[nn.Module] = nn.Tanh,
         ortho_init: bool = True,
+        out_dim: int = 1,
+        out_gain: float = 1.0,
     ) -> None:
         super().__init__()
-        dims = [in_dim, *net_arch, 1]
+        dims = [in_dim, *net_arch, out_dim]
+        self.out_gain = out_gain
         self.weights = nn.ParameterList(nn.Parameter(th.empty(n_groups, d_in, d_out)) for d_in, d_out in pairwise(dims))
         self.biases = nn.ParameterList(nn.Parameter(th.empty(n_groups, 1, d_out)) for d_out in dims[1:])
         self.activation = activation_fn()
@@ -58,7 +71,7 @@ class SeparateCritics(nn.Module):
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
             if ortho_init:
                 for group_weight in weight:
-                    nn.init.orthogonal_(group_weight, gain=1.0 if i == last else math.sqrt(2))
+                    nn.init.orthogonal_(group_weight, gain=self.out_gain if i == last else math.sqrt(2))
                 bias.zero_()
             else:
                 bound = 1 / math.sqrt(weight.shape[1])
@@ -68,7 +81,7 @@ class SeparateCritics(nn.Module):
     def forward(self, latent_vf: th.Tensor) -> th.Tensor:
         """
         :param latent_vf: ``(batch, in_dim)`` critic features
-        :return: ``(batch, G)`` values, one per critic
+        :return: ``(batch, G)`` values, one per critic (``(batch, G, out_dim)`` with ``out_dim > 1``)
         """
         x = latent_vf.expand(len(self.weights[0]), *latent_vf.shape)  # (G, batch, in)
         last = len(self.weights) - 1
@@ -76,32 +89,24 @@ class SeparateCritics(nn.Module):
             x = th.baddbmm(bias, x, weight)
             if i < last:
                 x = self.activation(x)
-        return x.squeeze(-1).transpose(0, 1)
+        if x.shape[-1] == 1:
+            return x.squeeze(-1).transpose(0, 1)
+        return x.transpose(0, 1)
 
 
-class MultiCriticPolicyMixin:
+class MultiCriticPolicyMixin(XPPOPolicyMixin):
     """
     Turns an SB3 actor-critic policy into a multi-critic one: the value output has one entry per reward group
     (``forward``, ``evaluate_actions`` and ``predict_values`` return values of shape ``(batch, G)``).
     With ``separate_critics=False`` the groups share the critic's hidden layers and read their values from one
     linear head of ``G`` outputs; with ``separate_critics=True`` each group has its own value MLP
     (``net_arch``'s ``vf`` layers, see :class:`SeparateCritics`), so a group's value loss trains its own
-    critic only (Mysore et al. 2022).
+    critic only (Mysore et al. 2022). XPPO's policy options (:class:`~sb3_xppo.common.policies.XPPOPolicyMixin`)
+    apply; a classification critic (``hl_gauss``) has its bins per group.
 
     :param n_groups: number of reward groups ``G`` (set by :class:`sb3_xppo.XPPO` from ``reward_groups``)
     :param separate_critics: one value MLP per group instead of a shared critic trunk with ``G`` outputs
     """
-
-    net_arch: list[int] | dict[str, list[int]]
-    activation_fn: type[nn.Module]
-    features_dim: int
-    ortho_init: bool
-    device: th.device
-    mlp_extractor: MlpExtractor
-    value_net: nn.Linear
-    optimizer_class: type[th.optim.Optimizer]
-    optimizer_kwargs: dict[str, Any]
-    optimizer: th.optim.Optimizer
 
     def __init__(self, *args: Any, n_groups: int = 1, separate_critics: bool = False, **kwargs: Any) -> None:
         if not isinstance(n_groups, int) or isinstance(n_groups, bool) or n_groups < 1:
@@ -109,6 +114,11 @@ class MultiCriticPolicyMixin:
         # Set before the base class's __init__, which builds the networks
         self.n_groups = n_groups
         self.separate_critics = bool(separate_critics)
+        if self.separate_critics and kwargs.get("simba") in (True, "both", "critic"):
+            raise ValueError(
+                "simba='critic'/'both' needs the shared critic: with separate_critics=True each group's critic is its "
+                "own MLP (SeparateCritics); use simba='actor'"
+            )
         super().__init__(*args, **kwargs)
 
     def _critic_arch(self) -> tuple[list[int], list[int]]:
@@ -120,33 +130,37 @@ class MultiCriticPolicyMixin:
 
     def _build_mlp_extractor(self) -> None:
         if not self.separate_critics:
-            super()._build_mlp_extractor()  # type: ignore[misc]
+            super()._build_mlp_extractor()
             return
         # The critics' hidden layers live in the separate value networks: the extractor's value branch is empty
         pi_arch, _ = self._critic_arch()
-        self.mlp_extractor = MlpExtractor(
-            self.features_dim, net_arch=dict(pi=pi_arch, vf=[]), activation_fn=self.activation_fn, device=self.device
+        self.mlp_extractor = self._make_mlp_extractor(dict(pi=pi_arch, vf=[]))
+
+    def _value_outputs(self) -> int:
+        return self.n_groups
+
+    def _value_layers(self, out_dim: int, gain: float) -> nn.Module:
+        if not self.separate_critics:
+            return super()._value_layers(out_dim, gain)
+        return SeparateCritics(
+            self.mlp_extractor.latent_dim_vf,
+            self._critic_arch()[1],
+            self.n_groups,
+            self.activation_fn,
+            self.ortho_init,
+            out_dim=out_dim,
+            out_gain=gain,
         )
 
-    def _build(self, lr_schedule: Schedule) -> None:
-        super()._build(lr_schedule)  # type: ignore[misc]
-        if self.n_groups == 1 and not self.separate_critics:
-            # SB3's single value head is the one critic: the networks and their initialization are plain XPPO's
-            return
+    def _make_value_net(self) -> nn.Module | None:
+        if self.hl_gauss is not None or (self.n_groups == 1 and not self.separate_critics):
+            # A classification critic (bins per group), or SB3's single value head: plain XPPO's networks
+            return super()._make_value_net()
         # SB3 builds one value output; it is replaced by G of them
-        if self.separate_critics:
-            self.value_net = SeparateCritics(  # type: ignore[assignment]
-                self.mlp_extractor.latent_dim_vf, self._critic_arch()[1], self.n_groups, self.activation_fn, self.ortho_init
-            )
-        else:
-            self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, self.n_groups)
-            if self.ortho_init:
-                ActorCriticPolicy.init_weights(self.value_net, gain=1)
-        # The optimizer holds the replaced head's parameters: build it again over the current ones
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[attr-defined, call-arg]
+        return self._value_layers(1, 1.0)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()  # type: ignore[misc]
+        data = super()._get_constructor_parameters()
         data.update(n_groups=self.n_groups, separate_critics=self.separate_critics)
         return data
 
@@ -179,8 +193,14 @@ class MaskableMultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MaskableMultiI
     """:class:`MaskableMultiCriticPolicy` for Dict observations."""
 
 
-#: XPPO's policy classes -> their multi-critic counterparts (used when ``reward_groups`` is set)
+#: XPPO's policy classes (and SB3's, sb3-contrib's) -> their multi-critic counterparts (used when ``reward_groups`` is set)
 MULTI_CRITIC_POLICIES: dict[type, type] = {
+    XPPOActorCriticPolicy: MultiCriticPolicy,
+    XPPOActorCriticCnnPolicy: MultiCriticCnnPolicy,
+    XPPOMultiInputActorCriticPolicy: MultiCriticMultiInputPolicy,
+    MaskableXPPOActorCriticPolicy: MaskableMultiCriticPolicy,
+    MaskableXPPOActorCriticCnnPolicy: MaskableMultiCriticCnnPolicy,
+    MaskableXPPOMultiInputActorCriticPolicy: MaskableMultiCriticMultiInputPolicy,
     ActorCriticPolicy: MultiCriticPolicy,
     ActorCriticCnnPolicy: MultiCriticCnnPolicy,
     MultiInputActorCriticPolicy: MultiCriticMultiInputPolicy,

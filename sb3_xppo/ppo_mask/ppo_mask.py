@@ -1,15 +1,21 @@
 """MaskableXPPO: sb3-contrib's MaskablePPO (invalid-action masking) with XPPO's losses, multi-critic and loss hook."""
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch as th
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 
 from sb3_xppo.common.buffers import XPPOMaskableDictRolloutBuffer, XPPOMaskableRolloutBuffer
 from sb3_xppo.common.options import check_xppo_options, parent_keywords, ppo_keywords
+from sb3_xppo.common.policies import (
+    MaskableXPPOActorCriticCnnPolicy,
+    MaskableXPPOActorCriticPolicy,
+    MaskableXPPOMultiInputActorCriticPolicy,
+)
 from sb3_xppo.core import XPPOCoreMixin
 from sb3_xppo.multi_critic.buffers import MultiCriticMaskableDictRolloutBuffer, MultiCriticMaskableRolloutBuffer
 
@@ -50,6 +56,12 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
 
     xppo_buffer_classes = (XPPOMaskableRolloutBuffer, XPPOMaskableDictRolloutBuffer)
     multi_critic_buffer_classes = (MultiCriticMaskableRolloutBuffer, MultiCriticMaskableDictRolloutBuffer)
+    # sb3-contrib's maskable policies with XPPO's options (the same networks with the defaults)
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpPolicy": MaskableXPPOActorCriticPolicy,
+        "CnnPolicy": MaskableXPPOActorCriticCnnPolicy,
+        "MultiInputPolicy": MaskableXPPOMultiInputActorCriticPolicy,
+    }
 
     def __init__(
         self,

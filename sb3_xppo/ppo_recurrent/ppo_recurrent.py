@@ -1,16 +1,22 @@
 """RecurrentXPPO: sb3-contrib's RecurrentPPO (LSTM policies) with XPPO's losses and loss hook."""
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch as th
 from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 
 from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
 from sb3_xppo.common.options import check_xppo_options, parent_keywords, ppo_keywords
+from sb3_xppo.common.policies import (
+    RecurrentXPPOActorCriticCnnPolicy,
+    RecurrentXPPOActorCriticPolicy,
+    RecurrentXPPOMultiInputActorCriticPolicy,
+)
 from sb3_xppo.core import XPPOCoreMixin
 
 SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
@@ -45,6 +51,13 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
     :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
         (``clip_range`` also takes a ``(low, high)`` pair, ``normalize_advantage`` also ``'rollout'``)
     """
+
+    # sb3-contrib's LSTM policies with XPPO's options (the same networks with the defaults)
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpLstmPolicy": RecurrentXPPOActorCriticPolicy,
+        "CnnLstmPolicy": RecurrentXPPOActorCriticCnnPolicy,
+        "MultiInputLstmPolicy": RecurrentXPPOMultiInputActorCriticPolicy,
+    }
 
     def __init__(
         self,

@@ -1,6 +1,9 @@
-# This file is here just to define MlpPolicy/CnnPolicy/MultiInputPolicy that work for XPPO (PPO's own policies)
-from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+"""XPPO's ``MlpPolicy``/``CnnPolicy``/``MultiInputPolicy``: SB3's actor-critic policies with XPPO's options
+(:class:`~sb3_xppo.common.policies.XPPOPolicyMixin`: RPO, SimBa, the classification critic), the same networks
+and numbers with the defaults."""
 
-MlpPolicy = ActorCriticPolicy
-CnnPolicy = ActorCriticCnnPolicy
-MultiInputPolicy = MultiInputActorCriticPolicy
+from sb3_xppo.common.policies import XPPOActorCriticCnnPolicy, XPPOActorCriticPolicy, XPPOMultiInputActorCriticPolicy
+
+MlpPolicy = XPPOActorCriticPolicy
+CnnPolicy = XPPOActorCriticCnnPolicy
+MultiInputPolicy = XPPOMultiInputActorCriticPolicy

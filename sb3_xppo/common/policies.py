@@ -1,0 +1,296 @@
+"""
+What XPPO's policies add to SB3's actor-critic policies, each off by default (then a policy is SB3's, bit for bit),
+set through ``policy_kwargs``:
+
+- ``rpo_alpha``: Robust Policy Optimization (Rahman & Xue 2022, https://arxiv.org/abs/2212.07536): in the update
+  pass, the Gaussian's mean is shifted by uniform noise ``U(-a, a)`` per sample and action dim, which keeps the
+  policy's entropy from collapsing; rollouts are unchanged.
+- ``simba``: SimBa networks (Lee et al. 2024, SimBa: Simplicity Bias for Scaling Up Parameters in Deep Reinforcement
+  Learning, https://arxiv.org/abs/2410.09754) for the actor and/or the critic: a linear embedding, pre-LayerNorm
+  residual MLP blocks and a last LayerNorm; ``simba_activation='relu2'`` uses ReLU^2 in the blocks (Zhang et al.
+  2024, ReLU^2 Wins: Discovering Efficient Activation Functions for Sparse LLMs).
+- ``hl_gauss``: a classification critic (Farebrother et al. 2024, see :mod:`sb3_xppo.common.value_heads`), set by
+  the algorithm for ``value_loss='hl_gauss'``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch as th
+from sb3_contrib.common.maskable.policies import (
+    MaskableActorCriticCnnPolicy,
+    MaskableActorCriticPolicy,
+    MaskableMultiInputActorCriticPolicy,
+)
+from sb3_contrib.common.recurrent.policies import (
+    RecurrentActorCriticCnnPolicy,
+    RecurrentActorCriticPolicy,
+    RecurrentMultiInputActorCriticPolicy,
+)
+from stable_baselines3.common.distributions import DiagGaussianDistribution, Distribution, StateDependentNoiseDistribution
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.torch_layers import MlpExtractor
+from stable_baselines3.common.type_aliases import Schedule
+from stable_baselines3.common.utils import get_device
+from torch import nn
+from torch.distributions import Normal
+
+from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
+
+#: the distributions whose ``.distribution`` is a ``Normal`` around the action net's output (gSDE's included)
+GAUSSIAN_DISTRIBUTIONS = (DiagGaussianDistribution, StateDependentNoiseDistribution)
+SIMBA_PARTS = {"actor": ("pi",), "critic": ("vf",), "both": ("pi", "vf")}
+#: XPPOPolicyMixin's options when off
+POLICY_OPTION_DEFAULTS: dict[str, Any] = dict(rpo_alpha=0.0, simba=None, simba_activation="relu", hl_gauss=None)
+#: output gain of a categorical value head's logits (small: the critic starts near-uniform over its support)
+LOGITS_GAIN = 0.01
+
+
+class ReLU2(nn.Module):
+    """``relu(x) ** 2`` (Zhang et al. 2024)."""
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        return th.relu(x).square()
+
+
+SIMBA_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "relu2": ReLU2}
+
+
+class ResidualBlock(nn.Module):
+    """
+    SimBa's pre-LayerNorm residual feed-forward block: ``x + W2 act(W1 LayerNorm(x))``, inner width ``4 * width``.
+
+    :param width: the block's input and output size
+    :param activation_fn: the inner activation
+    """
+
+    def __init__(self, width: int, activation_fn: type[nn.Module] = nn.ReLU) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.inner = nn.Sequential(nn.Linear(width, 4 * width), activation_fn(), nn.Linear(4 * width, width))
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        return x + self.inner(self.norm(x))
+
+
+def simba_network(in_dim: int, arch: list[int], activation_fn: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """
+    A SimBa network (Lee et al. 2024): ``Linear(in_dim, h)``, ``len(arch)`` residual blocks of width ``h``, LayerNorm.
+
+    :param in_dim: input size
+    :param arch: ``net_arch``'s layer sizes for this network: all equal to the width ``h``, one block each
+    :param activation_fn: the blocks' inner activation
+    """
+    if not arch or len(set(arch)) != 1:
+        raise ValueError(f"a SimBa network takes net_arch layers of one width, one residual block each, got {arch!r}")
+    width = arch[0]
+    return nn.Sequential(nn.Linear(in_dim, width), *(ResidualBlock(width, activation_fn) for _ in arch), nn.LayerNorm(width))
+
+
+class SimbaMlpExtractor(MlpExtractor):
+    """
+    :class:`~stable_baselines3.common.torch_layers.MlpExtractor` whose policy and/or value network is a SimBa network
+    (:func:`simba_network`); the other stays SB3's MLP. Reads ``net_arch`` as SB3 does.
+
+    :param feature_dim: input size
+    :param net_arch: a list (both networks) or ``dict(pi=[...], vf=[...])``
+    :param activation_fn: the MLP's activation (the plain network's)
+    :param simba_nets: which networks are SimBa's: a subset of ``("pi", "vf")``
+    :param simba_activation_fn: the residual blocks' inner activation
+    :param device: PyTorch device
+    """
+
+    def __init__(
+        self,
+        feature_dim: int,
+        net_arch: list[int] | dict[str, list[int]],
+        activation_fn: type[nn.Module],
+        simba_nets: tuple[str, ...],
+        simba_activation_fn: type[nn.Module] = nn.ReLU,
+        device: th.device | str = "auto",
+    ) -> None:
+        super().__init__(feature_dim, net_arch, activation_fn, device)
+        arch = net_arch if isinstance(net_arch, dict) else dict(pi=net_arch, vf=net_arch)
+        device = get_device(device)
+        if "pi" in simba_nets:
+            self.policy_net = simba_network(feature_dim, list(arch.get("pi", [])), simba_activation_fn).to(device)
+        if "vf" in simba_nets:
+            self.value_net = simba_network(feature_dim, list(arch.get("vf", [])), simba_activation_fn).to(device)
+
+
+class XPPOPolicyMixin:
+    """
+    XPPO's options on an SB3 actor-critic policy (see the module's docstring): put it before the SB3 class,
+    ``class XPPOActorCriticPolicy(XPPOPolicyMixin, ActorCriticPolicy)``. With the defaults the policy is the SB3
+    class's, bit for bit.
+
+    :param rpo_alpha: RPO's noise half-width ``a >= 0`` on the Gaussian's mean in the update pass (0: off); needs a
+        Gaussian policy (Box actions; with gSDE the noise shifts the mean the state-dependent noise is added to)
+    :param simba: None, or which networks are SimBa's: ``'actor'``, ``'critic'`` or ``'both'`` (True); each takes
+        its ``net_arch`` layers (one width) as one residual block each
+    :param simba_activation: the residual blocks' inner activation, ``'relu'`` or ``'relu2'``
+    :param hl_gauss: None (a linear value head), or the options of the classification critic (a dict of
+        :class:`~sb3_xppo.common.value_heads.HLGaussConfig`'s fields, ``{}`` for the defaults); XPPO sets it for
+        ``value_loss='hl_gauss'``
+    """
+
+    net_arch: list[int] | dict[str, list[int]]
+    activation_fn: type[nn.Module]
+    features_dim: int
+    ortho_init: bool
+    device: th.device
+    training: bool
+    action_dist: Distribution
+    mlp_extractor: MlpExtractor
+    value_net: nn.Module
+    optimizer_class: type[th.optim.Optimizer]
+    optimizer_kwargs: dict[str, Any]
+    optimizer: th.optim.Optimizer
+
+    def __init__(
+        self,
+        *args: Any,
+        rpo_alpha: float = 0.0,
+        simba: str | bool | None = None,
+        simba_activation: str = "relu",
+        hl_gauss: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(rpo_alpha, bool) or not isinstance(rpo_alpha, (int, float)) or not rpo_alpha >= 0:
+            raise ValueError(f"rpo_alpha must be a float >= 0 (0: off), got {rpo_alpha!r}")
+        if simba is True:
+            simba = "both"
+        if simba not in (None, False, *SIMBA_PARTS):
+            raise ValueError(f"simba must be None, True or one of {sorted(SIMBA_PARTS)}, got {simba!r}")
+        if simba_activation not in SIMBA_ACTIVATIONS:
+            raise ValueError(f"simba_activation must be one of {sorted(SIMBA_ACTIVATIONS)}, got {simba_activation!r}")
+        # Set before the base class's __init__, which builds the networks
+        self.rpo_alpha = float(rpo_alpha)
+        self.simba = simba or None
+        self.simba_activation = simba_activation
+        self.hl_gauss = None if hl_gauss is None else HLGaussConfig.from_kwargs(hl_gauss)
+        super().__init__(*args, **kwargs)
+        if self.rpo_alpha > 0 and not isinstance(self.action_dist, GAUSSIAN_DISTRIBUTIONS):
+            raise ValueError(
+                "rpo_alpha perturbs a Gaussian policy's mean: it needs a Box action space, got "
+                f"{type(self.action_dist).__name__}"
+            )
+
+    # --- networks ----------------------------------------------------------------------------------------------------
+
+    def _mlp_input_dim(self) -> int:
+        """The MLP extractor's input size: the features (or, for LSTM policies, the LSTM's output)."""
+        return getattr(self, "lstm_output_dim", self.features_dim)
+
+    def _make_mlp_extractor(self, net_arch: list[int] | dict[str, list[int]]) -> MlpExtractor:
+        """SB3's MLP extractor for ``net_arch``, with SimBa networks where ``simba`` says."""
+        nets = SIMBA_PARTS[self.simba] if self.simba else ()
+        if not nets:
+            return MlpExtractor(self._mlp_input_dim(), net_arch, self.activation_fn, device=self.device)
+        return SimbaMlpExtractor(
+            self._mlp_input_dim(),
+            net_arch,
+            self.activation_fn,
+            nets,
+            SIMBA_ACTIVATIONS[self.simba_activation],
+            device=self.device,
+        )
+
+    def _build_mlp_extractor(self) -> None:
+        if self.simba is None:
+            super()._build_mlp_extractor()  # type: ignore[misc]
+        else:
+            self.mlp_extractor = self._make_mlp_extractor(self.net_arch)
+
+    def _value_outputs(self) -> int:
+        """The number of critic outputs ``G``."""
+        return 1
+
+    def _value_layers(self, out_dim: int, gain: float) -> nn.Module:
+        """
+        The value head's layers: critic features ``(batch, latent)`` to ``(batch, G * out_dim)``.
+
+        :param out_dim: outputs per critic (1, or the bins of a categorical critic)
+        :param gain: the orthogonal initialization's gain (with ``ortho_init``)
+        """
+        layer = nn.Linear(self.mlp_extractor.latent_dim_vf, self._value_outputs() * out_dim)
+        if self.ortho_init:
+            ActorCriticPolicy.init_weights(layer, gain=gain)
+        return layer
+
+    def _make_value_net(self) -> nn.Module | None:
+        """The value head replacing SB3's one-output ``nn.Linear`` (None: keep it)."""
+        if self.hl_gauss is None:
+            return None
+        return HLGaussValueHead(self._value_layers(self.hl_gauss.n_bins, LOGITS_GAIN), self._value_outputs(), self.hl_gauss)
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        super()._build(lr_schedule)  # type: ignore[misc]
+        value_net = self._make_value_net()
+        if value_net is not None:
+            self.value_net = value_net.to(self.device)
+            # The optimizer holds the replaced head's parameters: build it again over the current ones
+            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[attr-defined, call-arg]
+
+    # --- RPO ---------------------------------------------------------------------------------------------------------
+
+    def _get_action_dist_from_latent(self, latent_pi: th.Tensor, *args: Any, **kwargs: Any) -> Distribution:
+        distribution = super()._get_action_dist_from_latent(latent_pi, *args, **kwargs)  # type: ignore[misc]
+        if self.rpo_alpha > 0 and self.training:
+            # The update pass (SB3's train() sets training mode, collection and predict() unset it): U(-a, a) on the
+            # mean; the log-probabilities (squashed or not) and the entropy are read from this Normal
+            normal = distribution.distribution
+            noise = th.empty_like(normal.loc).uniform_(-self.rpo_alpha, self.rpo_alpha)
+            distribution.distribution = Normal(normal.loc + noise, normal.scale)
+        return distribution
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()  # type: ignore[misc]
+        # Only the options that are on: a policy saved with the defaults loads into the SB3 class too
+        # (``ActorCriticPolicy.load``), whose networks it has
+        options = dict(
+            rpo_alpha=self.rpo_alpha,
+            simba=self.simba,
+            simba_activation=self.simba_activation if self.simba else "relu",
+            hl_gauss=None if self.hl_gauss is None else self.hl_gauss.to_kwargs(),
+        )
+        data.update({key: value for key, value in options.items() if value != POLICY_OPTION_DEFAULTS[key]})
+        return data
+
+
+class XPPOActorCriticPolicy(XPPOPolicyMixin, ActorCriticPolicy):
+    """XPPO's ``MlpPolicy``: SB3's :class:`~stable_baselines3.common.policies.ActorCriticPolicy` with XPPO's options."""
+
+
+class XPPOActorCriticCnnPolicy(XPPOPolicyMixin, ActorCriticCnnPolicy):
+    """XPPO's ``CnnPolicy``: SB3's ``ActorCriticCnnPolicy`` with XPPO's options."""
+
+
+class XPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MultiInputActorCriticPolicy):
+    """XPPO's ``MultiInputPolicy``: SB3's ``MultiInputActorCriticPolicy`` with XPPO's options."""
+
+
+class MaskableXPPOActorCriticPolicy(XPPOPolicyMixin, MaskableActorCriticPolicy):
+    """MaskableXPPO's ``MlpPolicy``: sb3-contrib's ``MaskableActorCriticPolicy`` with XPPO's options."""
+
+
+class MaskableXPPOActorCriticCnnPolicy(XPPOPolicyMixin, MaskableActorCriticCnnPolicy):
+    """MaskableXPPO's ``CnnPolicy``: sb3-contrib's ``MaskableActorCriticCnnPolicy`` with XPPO's options."""
+
+
+class MaskableXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MaskableMultiInputActorCriticPolicy):
+    """MaskableXPPO's ``MultiInputPolicy``: sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` with XPPO's options."""
+
+
+class RecurrentXPPOActorCriticPolicy(XPPOPolicyMixin, RecurrentActorCriticPolicy):
+    """RecurrentXPPO's ``MlpLstmPolicy``: sb3-contrib's ``RecurrentActorCriticPolicy`` with XPPO's options."""
+
+
+class RecurrentXPPOActorCriticCnnPolicy(XPPOPolicyMixin, RecurrentActorCriticCnnPolicy):
+    """RecurrentXPPO's ``CnnLstmPolicy``: sb3-contrib's ``RecurrentActorCriticCnnPolicy`` with XPPO's options."""
+
+
+class RecurrentXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, RecurrentMultiInputActorCriticPolicy):
+    """RecurrentXPPO's ``MultiInputLstmPolicy``: sb3-contrib's ``RecurrentMultiInputActorCriticPolicy`` with XPPO's
+    options."""

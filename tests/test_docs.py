@@ -1,0 +1,147 @@
+"""
+The documentation (docs/): every python block of its pages runs, every command parses, every link resolves, and
+every public name has an entry in the API reference. The Sphinx build itself (warnings as errors) is .ci/run's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from helpers import (
+    ROOT,
+    check_commands_name_what_exists,
+    check_relative_links,
+    page_blocks,
+    parse_commands,
+    run_python_block,
+    shell_commands_of,
+)
+
+DOCS = ROOT / "docs"
+PAGES = sorted(path for path in DOCS.rglob("*") if path.suffix in (".md", ".rst") and "_build" not in path.parts)
+MARKDOWN_PAGES = [path for path in PAGES if path.suffix == ".md"]
+PYTHON_BLOCKS = [(f"{page.relative_to(DOCS)}:{name}", code) for page in PAGES for name, code in page_blocks(page, "python")]
+COMMANDS = shell_commands_of([block for page in PAGES for block in page_blocks(page, "bash")])
+BENCHMARKS_PAGE = DOCS / "guide" / "benchmarks.md"
+
+# the modules whose public names (``__all__``) the API reference covers, and the other names users meet
+PUBLIC_MODULES = (
+    "sb3_xppo",
+    "sb3_xppo.functional",
+    "sb3_xppo.multi_critic",
+    "sb3_xppo.dagger_distill",
+    "sb3_xppo.envs",
+    "sb3_xppo.xppo",
+    "sb3_xppo.ppo_mask",
+    "sb3_xppo.ppo_recurrent",
+    "sb3_xppo.core",
+    "sb3_xppo.common",
+)
+OTHER_PUBLIC_NAMES = (
+    "sb3_xppo.common.buffers.XPPOMaskableRolloutBuffer",
+    "sb3_xppo.common.buffers.XPPORecurrentRolloutBuffer",
+    "sb3_xppo.common.value_norm.ValueNormalizer",
+    "sb3_xppo.multi_critic.buffers.GROUP_SCALE_FLOOR",
+    "sb3_xppo.zoo.register",
+    "sb3_xppo.zoo.linear_reward",
+    "sb3_xppo.zoo.masked_evaluation",
+    "sb3_xppo.train.main",
+    "sb3_xppo.enjoy.main",
+    "sb3_xppo.dagger_distill.__main__.main",
+)
+AUTODOC = re.compile(r"^\.\. (auto\w+):: *(\S+)", re.MULTILINE)
+
+
+def test_docs_have_examples() -> None:
+    # every block of the README before it became a front page moved here: 17 python blocks, more than 10 commands
+    assert len(PYTHON_BLOCKS) >= 17
+    assert len(COMMANDS) >= 25
+
+
+@pytest.mark.parametrize("code", [code for _, code in PYTHON_BLOCKS], ids=[name for name, _ in PYTHON_BLOCKS])
+def test_python_block_runs(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_python_block(code, "<docs>")
+
+
+def test_commands_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_commands(COMMANDS, monkeypatch) >= 15
+
+
+def test_commands_name_modules_and_scripts_that_exist() -> None:
+    assert check_commands_name_what_exists(COMMANDS) >= 25
+
+
+@pytest.mark.parametrize("page", MARKDOWN_PAGES, ids=[str(page.relative_to(DOCS)) for page in MARKDOWN_PAGES])
+def test_links_resolve(page: Path) -> None:
+    check_relative_links(page)
+
+
+def test_every_page_is_in_the_table_of_contents() -> None:
+    index = (DOCS / "index.rst").read_text()
+    for page in PAGES:
+        if page.name != "index.rst":
+            assert f"   {page.relative_to(DOCS).with_suffix('').as_posix()}\n" in index, page
+
+
+def documented_objects() -> list[tuple[str, Any]]:
+    """:return: (dotted name, object) of each ``.. auto<what>::`` entry of the API reference"""
+    entries = []
+    for page in sorted((DOCS / "modules").glob("*.rst")):
+        module: ModuleType | None = None
+        for directive, name in AUTODOC.findall(page.read_text()):
+            if directive == "automodule":
+                module = importlib.import_module(name)
+                continue
+            entries.append((name, resolve(name, module)))
+    return entries
+
+
+def resolve(name: str, module: ModuleType | None) -> Any:
+    """:return: the object a directive names, absolutely or relative to the current ``automodule``"""
+    if module is not None and "." not in name:
+        return getattr(module, name)
+    module_name, _, attribute = name.rpartition(".")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def public_names() -> list[tuple[str, Any]]:
+    """:return: (dotted name, object) of every public name"""
+    names = []
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        names += [(f"{module_name}.{name}", getattr(module, name)) for name in module.__all__]
+    for dotted in OTHER_PUBLIC_NAMES:
+        module_name, _, attribute = dotted.rpartition(".")
+        names.append((dotted, getattr(importlib.import_module(module_name), attribute)))
+    return names
+
+
+def test_every_public_name_has_a_reference_entry() -> None:
+    entries = documented_objects()
+    missing = []
+    for dotted, obj in public_names():
+        short = dotted.rpartition(".")[2]
+        # a class or function is documented wherever its entry stands; a constant under its own name
+        if not any(documented is obj and (callable(obj) or name.rpartition(".")[2] == short) for name, documented in entries):
+            missing.append(dotted)
+    assert not missing, f"no API reference entry (docs/modules/*.rst) for {missing}"
+
+
+def test_entries_are_documented_once() -> None:
+    names = [name for name, _ in documented_objects()]
+    assert len(names) == len(set(names))
+
+
+def test_benchmark_page_holds_the_generated_blocks() -> None:
+    """The benchmark scripts write their tables between these markers (``--readme docs/guide/benchmarks.md``)."""
+    text = BENCHMARKS_PAGE.read_text(encoding="utf-8")
+    for name in ("multi_critic_lunar", "multi_critic_styles", "learning_final", "learning_lunarlander"):
+        assert text.count(f"<!-- {name} start") == 1 and text.count(f"<!-- {name} end -->") == 1, name
+    for name in re.findall(r"<!-- learning_(\w+) start", text):
+        assert (ROOT / "benchmarks" / "results" / f"learning_{name}.json").is_file(), name
