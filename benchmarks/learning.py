@@ -18,8 +18,8 @@ seeds for every contender, in one run.
     ``cr<low>:<high>`` (decoupled clip range);
   - any contender may end in hyperparameter overrides ``@<keyword>=<python literal>``, applied over the zoo
     entry (e.g. ``xppo-spo-mse-mb@n_steps=256@n_epochs=10``, ``ppo@learning_rate=1e-3``); XPPO's policy options
-    (``@rpo_alpha=0.5``, ``@simba='critic'``, ``@hl_gauss={}``) are merged into the entry's ``policy_kwargs``: for tuning, whose
-    winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
+    (``@rpo_alpha=0.5``, ``@simba='critic'``, ``@hl_gauss={}``) are merged into the entry's ``policy_kwargs``. For
+    tuning, whose winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
     ``frame_stack``, wrappers) replace the yml's before rl-zoo3 reads it, so
     ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would,
     and a quoted schedule (``@learning_rate='lin_3e-4'``) becomes rl-zoo3's linear schedule;

@@ -30,6 +30,7 @@ from sb3_xppo.common.buffers import (
     XPPOMaskableRolloutBuffer,
     XPPORolloutBuffer,
 )
+from sb3_xppo.common.grad_norms import clip_grad_norm_per_part
 from sb3_xppo.core.fast_paths import ALIGNMENT, FlatAdam, flat_adam_is_exact, validation_off
 
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, policy_kwargs=dict(net_arch=[16]), device="cpu", seed=0)
@@ -555,3 +556,80 @@ def test_tensor_minibatches_see_the_arrays_changed_between_passes():
     assert th.equal(samples.returns, th.as_tensor(buffer.returns[order].flatten()))
     assert 123.0 in samples.returns
     assert th.equal(samples.actions, th.as_tensor(buffer.actions[order], dtype=th.float32))
+
+
+# --- per-part clipping and value statistics, the multi-critic fast paths -----------------------------------------------
+
+
+def test_flat_per_part_clip_is_torchs_bit_for_bit():
+    reference, params = parameters(), parameters()
+    # interleaved parts, as an actor-critic policy's parameters are (actor, critic, actor, critic, shared)
+    layout = {"actor": [0, 1, 6], "critic": [2, 3, 7], "shared": [4, 5]}
+    parts = {name: [params[i] for i in indices] for name, indices in layout.items()}
+    reference_parts = {name: [reference[i] for i in indices] for name, indices in layout.items()}
+    flat = FlatAdam(th.optim.Adam(params), params)
+    indices = flat.part_indices(list(parts.values()))
+    assert indices == list(layout.values())
+    for step in range(12):
+        for max_norm in (0.05, 1e3):  # clipped, and (small gradients) left as they are
+            grads = gradients(step)
+            for p, q, g in zip(reference, params, grads, strict=True):
+                p.grad, q.grad = g.clone(), g.clone()
+            expected = clip_grad_norm_per_part(reference_parts, max_norm)
+            assert th.equal(flat.clip_grad_norm_per_part(indices, max_norm), expected)
+            assert all(th.equal(p.grad, q.grad) for p, q in zip(reference, params, strict=True))
+    # a missing gradient: nothing clipped, the caller takes torch's path
+    params[3].grad = None
+    before = [p.grad.clone() if p.grad is not None else None for p in params]
+    assert flat.clip_grad_norm_per_part(indices, 0.05) is None
+    assert all(b is None or th.equal(b, p.grad) for b, p in zip(before, params, strict=True))
+    # parts that are not a partition of (some of) the parameters are refused
+    assert flat.part_indices([[params[0]], [params[0]]]) is None
+    assert flat.part_indices([[params[0]], [th.nn.Parameter(th.zeros(1))]]) is None
+    assert flat.part_indices([[params[0]], []]) is None
+
+
+@pytest.mark.parametrize("normalize_values", [False, True])
+@pytest.mark.parametrize("separate_critics", [False, True])
+def test_multi_critic_fast_paths_change_no_number(monkeypatch, normalize_values, separate_critics):
+    from test_multi_critic import GroupEnv
+
+    from sb3_xppo.common.value_norm import ValueNormalizer
+
+    kwargs = dict(TINY, policy_kwargs=dict(net_arch=[16], separate_critics=separate_critics))
+    kwargs.update(reward_groups=3, normalize_values=normalize_values, max_grad_norm=0.1)
+    fast = XPPO("MlpPolicy", make_vec_env(GroupEnv, n_envs=2, seed=0), **kwargs).learn(128)
+    with monkeypatch.context() as patch:
+        # torch's clip_grad_norm_ per part, the statistics computed per call, SB3's minibatches with grouped targets
+        calls = []
+        patch.setattr(FlatAdam, "clip_grad_norm_per_part", lambda self, *args: calls.append(1))
+        patch.setattr(ValueNormalizer, "fix_statistics", lambda self: None)
+        patch.setattr(XPPORolloutBuffer, "get", lambda self, batch_size=None: RolloutBuffer.get(self, batch_size))
+        plain = XPPO("MlpPolicy", make_vec_env(GroupEnv, n_envs=2, seed=0), **kwargs).learn(128)
+    assert calls  # the flat path was offered and declined
+    assert all(
+        th.equal(a, b) for a, b in zip(fast.policy.state_dict().values(), plain.policy.state_dict().values(), strict=True)
+    )
+    logs = ("train/grad_norm_actor", "train/grad_norm_critic", "train/grad_clip_coef", "train/value_loss", "train/loss")
+    assert all(fast.logger.name_to_value[key] == plain.logger.name_to_value[key] for key in logs)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("batch_size", [5, None])
+def test_multi_critic_tensor_minibatches_keep_the_group_dim(groups, batch_size):
+    from sb3_xppo.multi_critic import MultiCriticRolloutBuffer
+
+    buffer = MultiCriticRolloutBuffer(8, BOX, spaces.Discrete(4), device="cpu", n_envs=3, n_groups=groups)
+    rng = np.random.default_rng(0)
+    BOX.seed(0)
+    for step in range(8):
+        value = th.as_tensor(rng.normal(size=(3, groups)), dtype=th.float32)
+        buffer.add(np.stack([BOX.sample() for _ in range(3)]), rng.integers(0, 4, (3, 1)), rng.normal(size=(3, groups)),
+                   np.array([step == 0] * 3), value, th.as_tensor(rng.normal(size=3), dtype=th.float32))  # fmt: skip
+    buffer.compute_returns_and_advantage(th.zeros(3, groups), np.zeros(3, dtype=bool))
+    for _ in range(2):
+        np.random.seed(3)
+        reference = list(RolloutBuffer.get(buffer, batch_size))  # SB3's pass: values and returns indexed from the arrays
+        for a, b in zip(seeded_samples(buffer, batch_size), reference, strict=True):
+            assert_same_samples(a, b)
+            assert a.old_values.shape == a.returns.shape == (len(a.actions), groups)

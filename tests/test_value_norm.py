@@ -137,3 +137,32 @@ def test_statistics_roll_back_with_a_failed_train():
     with pytest.raises(ValueError, match="this train\\(\\) call was undone"):
         model.learn(32, reset_num_timesteps=False)
     assert th.equal(model.policy.value_net.mean, mean) and th.equal(model.policy.value_net.var, var)
+
+
+@pytest.mark.parametrize("kind", ["linear", "separate"])
+def test_fixed_statistics_give_the_same_numbers_and_follow_changes(kind):
+    normalizer = ValueNormalizer(heads()[kind], 3)
+    normalizer.update(th.randn(64, 3) * th.tensor([100.0, 1.0, 0.01]) + 5.0)
+    latent, values, column = th.randn(10, 5), th.randn(10, 3) * 50, th.randn(10) * 50
+
+    def outputs() -> list[th.Tensor]:
+        return [normalizer(latent), normalizer.normalize(values), normalizer.normalize(column), normalizer.std]
+
+    expected = outputs()
+    normalizer.fix_statistics()
+    try:
+        assert all(th.equal(a, b) for a, b in zip(outputs(), expected, strict=True))
+        assert normalizer.std is normalizer.std  # computed once
+        # a change of the statistics (here update(), or anything in place) is seen at the next call
+        normalizer.update(th.randn(64, 3) * 3.0)
+        moved = normalizer.var.sqrt().clamp_min(1e-4)
+        assert th.equal(normalizer.std, moved) and not th.equal(moved, expected[3])
+        normalizer.var.mul_(4.0)
+        assert th.equal(normalizer.std, normalizer.var.sqrt().clamp_min(1e-4))
+        assert th.equal(normalizer.normalize(values), (values - normalizer.mean) / normalizer.var.sqrt().clamp_min(1e-4))
+    finally:
+        normalizer.release_statistics()
+    assert normalizer._fixed is None
+    with th.inference_mode():  # no cached tensor made under inference mode (it could not be saved for backward)
+        normalizer.fix_statistics()
+    assert normalizer._fixed is None

@@ -33,16 +33,54 @@ class ValueNormalizer(nn.Module):
         self.register_buffer("mean", th.zeros(n_outputs))
         self.register_buffer("var", th.ones(n_outputs))
         self.register_buffer("count", th.zeros(()))
+        # While fix_statistics() holds: (var, its version, mean, std, mean[0], std[0]), valid while var is that tensor
+        # at that version and mean that tensor (views follow in-place changes of mean; std is computed from var)
+        self._fixed: tuple[th.Tensor, int, th.Tensor, th.Tensor, th.Tensor, th.Tensor] | None = None
 
     @property
     def std(self) -> th.Tensor:
+        fixed = self._fixed_statistics()
+        if fixed is not None:
+            return fixed[3]
         return self.var.sqrt().clamp_min(MIN_STD)
+
+    def fix_statistics(self) -> None:
+        """
+        Compute ``std`` once for the calls that follow, until :meth:`release_statistics` (XPPO's ``train()``: the
+        statistics move once before its epochs, its minibatches all read the same ones). The same numbers as
+        computing it per call: the cache holds only while ``var`` is the same tensor at the same version and ``mean``
+        the same tensor (anything that changes them, :meth:`update` included, makes the next call compute afresh).
+        Not under ``torch.inference_mode`` (its tensors could not be saved for backward).
+        """
+        self._fixed = None
+        if th.is_inference_mode_enabled():
+            return
+        with th.no_grad():
+            std = self.var.sqrt().clamp_min(MIN_STD)
+            self._fixed = (self.var, self.var._version, self.mean, std, self.mean[0], std[0])
+
+    def release_statistics(self) -> None:
+        """End :meth:`fix_statistics`: ``std`` is computed per call again."""
+        self._fixed = None
+
+    def _fixed_statistics(self) -> tuple[th.Tensor, int, th.Tensor, th.Tensor, th.Tensor, th.Tensor] | None:
+        """The statistics of :meth:`fix_statistics` if they still hold, else None."""
+        fixed = getattr(self, "_fixed", None)  # (a module pickled before the cache existed has none)
+        if fixed is None:
+            return None
+        var, mean = self._buffers.get("var"), self._buffers.get("mean")
+        if fixed[0] is not var or fixed[1] != var._version or fixed[2] is not mean:  # type: ignore[union-attr]
+            return None
+        return fixed
 
     def forward(self, latent_vf: th.Tensor) -> th.Tensor:
         """
         :param latent_vf: ``(batch, latent)`` critic features
         :return: ``(batch, G)`` values in return units
         """
+        fixed = self._fixed_statistics()
+        if fixed is not None:
+            return fixed[2] + fixed[3] * self.head(latent_vf)
         return self.mean + self.std * self.head(latent_vf)
 
     def normalize(self, values: th.Tensor) -> th.Tensor:
@@ -50,7 +88,11 @@ class ValueNormalizer(nn.Module):
         :param values: ``(batch, G)`` (or ``(batch,)`` with ``G = 1``) in return units
         :return: the same in normalized units
         """
-        mean, std = (self.mean, self.std) if values.ndim > 1 else (self.mean[0], self.std[0])
+        fixed = self._fixed_statistics()
+        if fixed is not None:
+            mean, std = (fixed[2], fixed[3]) if values.ndim > 1 else (fixed[4], fixed[5])
+        else:
+            mean, std = (self.mean, self.std) if values.ndim > 1 else (self.mean[0], self.std[0])
         return (values - mean) / std
 
     @th.no_grad()

@@ -417,9 +417,15 @@ class XPPOCoreMixin:
         :param clip_range_vf: value clip range of this call (or None)
         """
         flat = FlatAdam.open(self.policy.optimizer, list(self.policy.parameters()))
+        # The value statistics moved before the epochs and stay put during them: their std computed once
+        normalizer = self.policy.value_net if isinstance(getattr(self.policy, "value_net", None), ValueNormalizer) else None
+        if normalizer is not None:
+            normalizer.fix_statistics()
         try:
             self._run_epochs(record, clip_low, clip_high, clip_range_vf, flat)
         finally:
+            if normalizer is not None:
+                normalizer.release_statistics()
             if flat is not None:
                 flat.close()
 
@@ -443,6 +449,7 @@ class XPPOCoreMixin:
         per_part = multi and len(self.reward_groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
         log_grad_norms = multi if self.log_grad_norms is None else self.log_grad_norms
         grad_parts = split_parameters(self.policy) if log_grad_norms or per_part else None
+        clip_per_part = self._part_clipper(grad_parts, flat) if per_part and grad_parts is not None else None
         part_norms: list[th.Tensor] = []
         # train for n_epochs epochs
         for epoch in range(self.n_epochs):
@@ -510,9 +517,8 @@ class XPPOCoreMixin:
                 else:
                     flat.zero_grad()
                 loss.backward()
-                if per_part:
-                    assert grad_parts is not None
-                    part_norms.append(clip_grad_norm_per_part(grad_parts, self.max_grad_norm))
+                if clip_per_part is not None:
+                    part_norms.append(clip_per_part())
                     grad_norm = th.linalg.vector_norm(part_norms[-1])
                 else:
                     if grad_parts is not None:
@@ -539,6 +545,26 @@ class XPPOCoreMixin:
             )
             for key, value in norms.items():
                 self.logger.record(key, value)
+
+    def _part_clipper(self, parts: dict[str, list[th.nn.Parameter]], flat: FlatAdam | None) -> Callable[[], th.Tensor]:
+        """
+        The per-part clipping of this ``train()`` call: each part's gradient clipped to ``max_grad_norm`` on its own
+        (:func:`~sb3_xppo.common.grad_norms.clip_grad_norm_per_part`), through ``flat`` where it can (the same numbers,
+        without torch's grouping per call: :meth:`~sb3_xppo.core.fast_paths.FlatAdam.clip_grad_norm_per_part`).
+
+        :param parts: :func:`~sb3_xppo.common.grad_norms.split_parameters`'s parts
+        :param flat: this call's flat optimizer, or None
+        :return: ``clip() -> (len(parts),)`` each part's norm before clipping, to call after ``backward()``
+        """
+        indices = flat.part_indices(list(parts.values())) if flat is not None else None
+
+        def clip() -> th.Tensor:
+            norms = None
+            if flat is not None and indices is not None:
+                norms = flat.clip_grad_norm_per_part(indices, self.max_grad_norm)
+            return clip_grad_norm_per_part(parts, self.max_grad_norm) if norms is None else norms
+
+        return clip
 
     def _value_loss(
         self,
@@ -572,7 +598,11 @@ class XPPOCoreMixin:
             if values.ndim == 1 and valid is None:
                 # PPO's own call: mse_loss's built-in mean rounds the gradient exactly as PPO does (bit-exact)
                 return F.mse_loss(returns, values)
-            elementwise = clipped_value_loss_fn(values, returns=returns, clip=None, reduction="none")
+            if values.shape == returns.shape:
+                # clipped_value_loss_fn without a clip is this call (its argument checks cost more than the loss)
+                elementwise = F.mse_loss(values, returns, reduction="none")
+            else:
+                elementwise = clipped_value_loss_fn(values, returns=returns, clip=None, reduction="none")
         elif self.value_loss == "clipped":
             elementwise = clipped_value_loss_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
         else:

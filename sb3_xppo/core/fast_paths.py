@@ -379,6 +379,51 @@ class FlatAdam:
             th._foreach_mul_(grads, th.clamp(clip_coef, max=1.0))  # type: ignore[arg-type]
         return total_norm
 
+    def part_indices(self, parts: list[list[th.nn.Parameter]]) -> list[list[int]] | None:
+        """
+        Where each part's parameters sit in :attr:`params`, for :meth:`clip_grad_norm_per_part` (made once per
+        ``train()`` call).
+
+        :param parts: the parameters of each part (e.g. :func:`~sb3_xppo.common.grad_norms.split_parameters`'s values)
+        :return: each part's indices, in the part's order; None when a part holds a parameter not in :attr:`params`
+            or one twice, or a part is empty
+        """
+        position = {id(p): i for i, p in enumerate(self.params)}
+        indices = [[position.get(id(p), -1) for p in params] for params in parts]
+        flat = [i for part in indices for i in part]
+        if any(not part for part in indices) or -1 in flat or len(set(flat)) != len(flat):
+            return None
+        return indices
+
+    def clip_grad_norm_per_part(self, part_indices: list[list[int]], max_norm: float) -> th.Tensor | None:
+        """
+        ``torch.nn.utils.clip_grad_norm_(part, max_norm)`` on each part on its own (as
+        :func:`~sb3_xppo.common.grad_norms.clip_grad_norm_per_part`), bit for bit: every gradient's norm in one
+        ``_foreach_norm`` call (each is its own tensor's, whatever list it is in), each part's norm over its
+        parameters' norms in the part's order, the clip coefficients of all parts in one elementwise pass, and one
+        ``_foreach_mul_`` scaling every gradient by its part's coefficient; no grouping by device and dtype, no host
+        sync.
+
+        :param part_indices: :meth:`part_indices`'s
+        :param max_norm: the largest norm each part's gradient keeps
+        :return: ``(len(part_indices),)`` each part's norm before clipping, or None (nothing clipped) when a gradient
+            is missing: then the caller clips through torch
+        """
+        grads = [p.grad for p in self.params]
+        if any(g is None for g in grads):
+            return None
+        with th.no_grad():
+            norms = th._foreach_norm(grads, 2.0)  # type: ignore[arg-type]
+            part_norms = th.stack(
+                [th.linalg.vector_norm(th.stack([norms[i] for i in indices]), 2.0) for indices in part_indices]
+            )
+            # clip_grad_norm_'s coefficient, min(max_norm / (norm + 1e-6), 1), of every part at once (elementwise)
+            coefs = th.clamp(float(max_norm) / (part_norms + 1e-6), max=1.0).unbind()
+            part_grads = [grads[i] for indices in part_indices for i in indices]
+            part_coefs = [coefs[k] for k, indices in enumerate(part_indices) for _ in indices]
+            th._foreach_mul_(part_grads, part_coefs)  # type: ignore[arg-type]
+        return part_norms
+
     def step(self) -> None:
         """``optimizer.step()``: one Adam update over the flat buffers, or torch's step where that is not exact."""
         grads = [p.grad for p in self.params]

@@ -202,10 +202,21 @@ class MultiCriticBufferMixin:
     def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> Any:
         """The base class's samples (``RolloutBufferSamples`` or ``DictRolloutBufferSamples``), values and returns grouped."""
         samples = super()._get_samples(batch_inds, env)  # type: ignore[misc]
+        grouped = (len(batch_inds), self.n_groups)
+        if samples.old_values.shape == grouped and samples.returns.shape == grouped:
+            return samples  # taken grouped (_tensor_samples)
         # The base class flattens values and returns to one number per sample: here they keep the group dim (batch, G)
         return samples._replace(
             old_values=self.to_torch(self.values[batch_inds]), returns=self.to_torch(self.returns[batch_inds])
         )
+
+    def _tensor_samples(self, take: Callable[..., th.Tensor]) -> Any:
+        """The base class's minibatch from the rollout's tensors, values and returns taken grouped ``(batch, G)``."""
+
+        def take_grouped(name: str, array: np.ndarray, dtype: th.dtype | None = None, flatten: bool = False) -> th.Tensor:
+            return take(name, array, dtype, flatten and name not in ("values", "returns"))
+
+        return super()._tensor_samples(take_grouped)  # type: ignore[misc]
 
 
 class MultiCriticRolloutBuffer(MultiCriticBufferMixin, XPPORolloutBuffer):
