@@ -26,8 +26,9 @@ from sb3_xppo.envs import STYLE_NAMES, TWO_STYLE_PENDULUM_ID, FixedStyle
 # rl-zoo3's tuned PPO hyperparameters for Pendulum-v1 (hyperparams/ppo.yml), shared by both models
 HYPERPARAMS = dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0, learning_rate=1e-3,
                    clip_range=0.2, use_sde=True, sde_sample_freq=4)  # fmt: skip
-# One critic per style, each style's advantages z-scored over its own samples, values normalized (PopArt)
-MULTI_CRITIC = dict(reward_groups=list(STYLE_NAMES), normalize_groups=True, normalize_values=True)
+# One critic per style on a shared trunk, each style's advantages z-scored over its own samples ("balanced": what won
+# the styles campaign, docs/guide/benchmarks.md)
+MULTI_CRITIC = dict(reward_groups=list(STYLE_NAMES), normalize_groups=True)
 
 
 def per_style_returns(model: XPPO, episodes: int, seed: int) -> list[float]:
