@@ -12,7 +12,7 @@ from typing import Any
 import torch as th
 from torch import nn
 
-from sb3_xppo.functional.value_losses import hl_gauss_probs, hl_gauss_value, hl_gauss_value_loss_fn
+from sb3_xppo.functional.value_losses import hl_gauss_value, hl_gauss_value_loss_fn
 
 
 @dataclass(frozen=True)
@@ -118,11 +118,6 @@ class HLGaussValueHead(nn.Module):
             clip=clip,
             reduction="none",
         )
-
-    def target_probs(self, returns: th.Tensor) -> th.Tensor:
-        """:return: the HL-Gauss encoding of ``returns``, ``(..., K)``"""
-        c = self.config
-        return hl_gauss_probs(returns, c.v_min, c.v_max, c.n_bins, c.sigma_ratio)
 
     def __getstate__(self) -> dict[str, Any]:
         # A graph is runtime state: never copied nor pickled
