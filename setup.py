@@ -36,6 +36,8 @@ setup(
         ],
         "extra": [
             "rl-zoo3>=2.9,<3.0",
+            # the MuJoCo benchmark tasks (Hopper-v5, HalfCheetah-v5) of benchmarks/learning.py
+            "gymnasium[mujoco]>=1.0,<2.0",
             # optuna's driver for a PostgreSQL --storage (distributed search); URLs name it: postgresql+psycopg2://
             "psycopg2-binary",
             "tensorboard>=2.9",

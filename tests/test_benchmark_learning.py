@@ -109,6 +109,15 @@ def test_policy_options_merge_into_the_zoo_policy_kwargs(learning, built_xppo):
     assert learning.zoo_entry_of(None, "Hopper-v5")["policy_kwargs"].startswith("dict(")  # rl-zoo3's -v4 entry
 
 
+def test_a_mujoco_task_runs_on_rl_zoo3s_entry(learning, built_xppo):
+    """Hopper-v5 (gymnasium[mujoco], a real MuJoCo simulation) on rl-zoo3's Hopper entry: normalized envs, its net."""
+    name = "xppo@n_steps=64@batch_size=32@rpo_alpha=0.5"
+    run = learning.run_task(learning.Task("Hopper-v5", 128, learning.parse_contender(name), 0, 1, 1, 1, 0.2))
+    assert isinstance(built_xppo["env"], VecNormalize) and built_xppo["env"].observation_space.shape == (11,)
+    assert built_xppo["policy_kwargs"]["rpo_alpha"] == 0.5 and "net_arch" in built_xppo["policy_kwargs"]
+    assert run["budget"] == 128 and np.isfinite(run["final_returns"]).all() and run["zoo_entry"]["gamma"] == "0.999"
+
+
 @pytest.mark.parametrize(
     "override",
     [

@@ -8,6 +8,7 @@ import pytest
 import torch as th
 from sb3_contrib.common.envs import InvalidActionEnvDiscrete
 from stable_baselines3.common.env_util import make_vec_env
+from test_multi_critic import GroupEnv
 from torch import nn
 
 from sb3_xppo import XPPO, MaskableXPPO, RecurrentXPPO
@@ -90,8 +91,6 @@ def test_off_by_default_and_on_the_policy():
 
 @pytest.mark.parametrize("separate", [False, True])
 def test_per_group_statistics_and_logs(separate):
-    from test_multi_critic import GroupEnv
-
     model = XPPO("MlpPolicy", GroupEnv(), reward_groups=["const", "action", "cost"], normalize_values=True,
                  n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu",
                  policy_kwargs=dict(net_arch=[16], separate_critics=separate))  # fmt: skip
@@ -117,6 +116,35 @@ def test_save_load_round_trip(tmp_path):
     th.testing.assert_close(loaded.policy.predict_values(obs), model.policy.predict_values(obs), rtol=0, atol=0)
     loaded.set_env(make_vec_env("Pendulum-v1"))
     loaded.learn(32)
+
+
+@pytest.mark.parametrize(
+    "algo, extra",
+    [
+        (XPPO, {}),
+        (XPPO, dict(reward_groups=["const", "action", "cost"])),
+        (XPPO, dict(value_loss="hl_gauss")),
+        (RecurrentXPPO, dict(policy="MlpLstmPolicy")),
+    ],
+    ids=["single", "multi-critic", "hl_gauss", "recurrent"],
+)
+def test_a_policy_saved_on_its_own_loads_with_its_statistics(tmp_path, algo, extra):
+    """``policy.save`` / ``Policy.load`` (no algorithm): the normalizer and its statistics come back."""
+    extra = dict(extra)
+    env = GroupEnv() if "reward_groups" in extra else "Pendulum-v1"
+    model = algo(extra.pop("policy", "MlpPolicy"), env, normalize_values=True, **extra, **TINY).learn(64)
+    model.policy.save(tmp_path / "policy.pth")
+    loaded = type(model.policy).load(tmp_path / "policy.pth", device="cpu")
+    assert isinstance(loaded.value_net, ValueNormalizer) and loaded.value_net.count.item() == 64
+    th.testing.assert_close(loaded.value_net.var, model.policy.value_net.var, rtol=0, atol=0)
+    assert loaded.value_net.preserve_outputs == (extra.get("value_loss") != "hl_gauss")
+    assert loaded.state_dict().keys() == model.policy.state_dict().keys()
+
+
+def test_a_policy_without_normalize_values_saves_no_such_parameter():
+    model = XPPO("MlpPolicy", "Pendulum-v1", **TINY)
+    assert "normalize_values" not in model.policy._get_constructor_parameters()
+    assert not isinstance(model.policy.value_net, ValueNormalizer)
 
 
 def test_contrib_algorithms():

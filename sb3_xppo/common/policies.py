@@ -11,6 +11,9 @@ set through ``policy_kwargs``:
   2024, ReLU^2 Wins: Discovering Efficient Activation Functions for Sparse LLMs).
 - ``hl_gauss``: a classification critic (Farebrother et al. 2024, see :mod:`sb3_xppo.common.value_heads`), set by
   the algorithm for ``value_loss='hl_gauss'``.
+- ``normalize_values``: the value head wrapped in a :class:`~sb3_xppo.common.value_norm.ValueNormalizer` (PopArt),
+  set by the algorithm for ``normalize_values=True``; a constructor parameter so that a policy saved on its own
+  (``policy.save``) loads back with its statistics.
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ from torch import nn
 from torch.distributions import Normal
 
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
+from sb3_xppo.common.value_norm import ValueNormalizer
 
 #: the distributions whose ``.distribution`` is a ``Normal`` around the action net's output (gSDE's included)
 GAUSSIAN_DISTRIBUTIONS = (DiagGaussianDistribution, StateDependentNoiseDistribution)
 SIMBA_PARTS = {"actor": ("pi",), "critic": ("vf",), "both": ("pi", "vf")}
 #: XPPOPolicyMixin's options when off
-POLICY_OPTION_DEFAULTS: dict[str, Any] = dict(rpo_alpha=0.0, simba=None, simba_activation="relu", hl_gauss=None)
+POLICY_OPTION_DEFAULTS: dict[str, Any] = dict(
+    rpo_alpha=0.0, simba=None, simba_activation="relu", hl_gauss=None, normalize_values=False
+)
 #: output gain of a categorical value head's logits (small: the critic starts near-uniform over its support)
 LOGITS_GAIN = 0.01
 
@@ -133,6 +139,8 @@ class XPPOPolicyMixin:
     :param hl_gauss: None (a linear value head), or the options of the classification critic (a dict of
         :class:`~sb3_xppo.common.value_heads.HLGaussConfig`'s fields, ``{}`` for the defaults); XPPO sets it for
         ``value_loss='hl_gauss'``
+    :param normalize_values: wrap the value head in a :class:`~sb3_xppo.common.value_norm.ValueNormalizer`
+        (:meth:`attach_value_normalizer`); XPPO does it for ``normalize_values=True``
     """
 
     net_arch: list[int] | dict[str, list[int]]
@@ -155,6 +163,7 @@ class XPPOPolicyMixin:
         simba: str | bool | None = None,
         simba_activation: str = "relu",
         hl_gauss: dict[str, Any] | None = None,
+        normalize_values: bool = False,
         **kwargs: Any,
     ) -> None:
         if isinstance(rpo_alpha, bool) or not isinstance(rpo_alpha, (int, float)) or not rpo_alpha >= 0:
@@ -176,6 +185,8 @@ class XPPOPolicyMixin:
                 "rpo_alpha perturbs a Gaussian policy's mean: it needs a Box action space, got "
                 f"{type(self.action_dist).__name__}"
             )
+        if normalize_values:
+            self.attach_value_normalizer()
 
     # --- networks ----------------------------------------------------------------------------------------------------
 
@@ -233,6 +244,18 @@ class XPPOPolicyMixin:
             # The optimizer holds the replaced head's parameters: build it again over the current ones
             self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[attr-defined, call-arg]
 
+    def attach_value_normalizer(self) -> None:
+        """
+        Wrap the value head in a :class:`~sb3_xppo.common.value_norm.ValueNormalizer` (PopArt, van Hasselt et al.
+        2016), one set of statistics per critic output. A classification critic's support is fixed, so its outputs
+        are not preserved when the statistics move (its targets are normalized all the same). It has no parameters:
+        the optimizer needs no rebuilding.
+        """
+        if isinstance(self.value_net, ValueNormalizer):
+            return
+        preserve_outputs = not isinstance(self.value_net, HLGaussValueHead)
+        self.value_net = ValueNormalizer(self.value_net, self._value_outputs(), preserve_outputs).to(self.device)
+
     # --- RPO ---------------------------------------------------------------------------------------------------------
 
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor, *args: Any, **kwargs: Any) -> Distribution:
@@ -254,6 +277,7 @@ class XPPOPolicyMixin:
             simba=self.simba,
             simba_activation=self.simba_activation if self.simba else "relu",
             hl_gauss=None if self.hl_gauss is None else self.hl_gauss.to_kwargs(),
+            normalize_values=isinstance(self.value_net, ValueNormalizer),
         )
         data.update({key: value for key, value in options.items() if value != POLICY_OPTION_DEFAULTS[key]})
         return data

@@ -34,7 +34,6 @@ from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_va
 from sb3_xppo.common.options import check_log_ratio_clamp, check_normalize_advantage, resolve_value_loss
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
-from sb3_xppo.common.value_heads import HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
 from sb3_xppo.core.fast_paths import FastPolicyCalls, FlatAdam, library_modules_only, parameters_finite, validation_off
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
@@ -151,12 +150,13 @@ class XPPOCoreMixin:
         self.log_ratio_clamp = check_log_ratio_clamp(self.log_ratio_clamp)
         # A checkpoint saved before value normalization existed has no such attribute
         self.normalize_values = bool(getattr(self, "normalize_values", False))
-        if self.normalize_values and not isinstance(self.policy.value_net, ValueNormalizer):
+        if self.normalize_values and isinstance(self.policy, XPPOPolicyMixin):
             # PopArt: the head predicts normalized values, the policy still returns values in return units
+            self.policy.attach_value_normalizer()
+        elif self.normalize_values and not isinstance(self.policy.value_net, ValueNormalizer):
+            # a policy of the user's own: its linear head, one output per critic
             n_outputs = len(self.reward_groups) if self.reward_groups is not None else 1
-            # (a classification critic's bins cannot be rescaled: its targets are normalized, its outputs move)
-            categorical = isinstance(self.policy.value_net, HLGaussValueHead)
-            self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs, preserve_outputs=not categorical)
+            self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs)
 
     def _setup_value_head(self) -> None:
         """``value_loss='hl_gauss'``: the policy gets a classification critic (``policy_kwargs['hl_gauss']``)."""
