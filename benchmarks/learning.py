@@ -498,13 +498,17 @@ def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[flo
 
 
 def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int) -> dict[str, Any]:
-    """Per env and contender: seeds, final return (IQM + CI, mean, std), steps to threshold, curve mean, wall-clock."""
+    """
+    Per env and contender: seeds, final return (IQM + CI, mean, std), steps to threshold, curve mean (mean, IQM + CI:
+    the area under the learning curve, sample efficiency), wall-clock.
+    """
     summary: dict[str, Any] = {}
     for env_id in dict.fromkeys(r["env"] for r in runs):
         env_runs = [r for r in runs if r["env"] == env_id]
         by_name = {c.name: [r for r in env_runs if r["contender"] == c.name] for c in contenders}
         by_name = {k: sorted(v, key=lambda r: r["seed"]) for k, v in by_name.items() if v}
         iqm = iqm_with_ci({k: np.array([r["final_mean"] for r in v]) for k, v in by_name.items()}, reps)
+        curve_iqm = iqm_with_ci({k: np.array([r["curve_mean"] for r in v]) for k, v in by_name.items()}, reps)
         rows = {}
         for name, rs in by_name.items():
             finals = np.array([r["final_mean"] for r in rs])
@@ -519,6 +523,8 @@ def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int
                 reached=len(reached),
                 median_steps_to_threshold=float(np.median(reached)) if reached else None,
                 curve_mean=float(np.mean([r["curve_mean"] for r in rs])),
+                curve_iqm=curve_iqm[name][0],
+                curve_iqm_ci=[curve_iqm[name][1], curve_iqm[name][2]],
                 learn_seconds=float(np.mean([r["learn_seconds"] for r in rs])),
             )
         summary[env_id] = dict(budget=env_runs[0]["budget"], threshold=env_runs[0]["threshold"], contenders=rows)
@@ -532,7 +538,8 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
         f"Written by `{command}` from the per-run JSON in `learning_runs/`. Final: mean return of the deterministic "
         "evaluation episodes after training, per seed; IQM over seeds with its 95% stratified-bootstrap CI (rliable). "
         "Reached: seeds whose mean eval return reached the threshold; steps: median over those seeds of the first "
-        "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget). "
+        "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget), IQM over "
+        "seeds with its 95% CI. "
         "Wall: mean seconds of `learn()` per run (one torch thread; the machine was shared, so compare within a row "
         "block, loosely). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` "
         "XPPO with its own entry in zoo_configs/xppo.yml, the other XPPO contenders add only their options and `@` "
@@ -544,7 +551,8 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
             "",
             f"## {env_id}: {env_summary['budget']:,} steps, threshold {env_summary['threshold']}",
             "",
-            "| contender | seeds | final IQM [95% CI] | final mean ± std | reached | steps to threshold | curve | wall s |",
+            "| contender | seeds | final IQM [95% CI] | final mean ± std | reached | steps to threshold | "
+            "curve IQM [95% CI] | wall s |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for cname, row in sorted(rows.items(), key=lambda kv: (-kv[1]["final_iqm"], -kv[1]["curve_mean"])):
@@ -553,7 +561,8 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
                 f"| {'**ppo (zoo)**' if cname == 'ppo' else cname} | {','.join(map(str, row['seeds']))} | "
                 f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | "
                 f"{row['final_mean']:.1f} ± {row['final_std']:.1f} | {row['reached']}/{len(row['seeds'])} | {steps} | "
-                f"{row['curve_mean']:.1f} | {row['learn_seconds']:.0f} |"
+                f"{row['curve_iqm']:.1f} [{row['curve_iqm_ci'][0]:.1f}, {row['curve_iqm_ci'][1]:.1f}] | "
+                f"{row['learn_seconds']:.0f} |"
             )
     return "\n".join(lines) + "\n"
 
