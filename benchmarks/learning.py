@@ -344,6 +344,32 @@ def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
     return run if run.get("key") == task.key() else None
 
 
+class TrainTimer(BaseCallback):
+    """The wall-clock seconds ``learn()`` spends in ``train()``: from each rollout's end to the next one's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = 0.0
+        self._rollout_end: float | None = None
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self._rollout_end = time.perf_counter()
+
+    def _stop(self) -> None:
+        if self._rollout_end is not None:
+            self.seconds += time.perf_counter() - self._rollout_end
+            self._rollout_end = None
+
+    def _on_rollout_start(self) -> None:
+        self._stop()
+
+    def _on_training_end(self) -> None:
+        self._stop()
+
+
 def _init_worker() -> None:
     th.set_num_threads(1)
 
@@ -382,10 +408,11 @@ def run_task(task: Task) -> dict[str, Any]:
             verbose=0,
             warn=False,
         )
+        train_timer = TrainTimer()
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            model.learn(task.budget, callback=[*zoo_callbacks, eval_callback])
+            model.learn(task.budget, callback=[*zoo_callbacks, eval_callback, train_timer])
         learn_s = time.perf_counter() - start
         sync_envs_normalization(model.get_env(), eval_env)
         final_returns, _ = evaluate_policy(
@@ -418,6 +445,7 @@ def run_task(task: Task) -> dict[str, Any]:
         steps_to_threshold=reached[0] if reached else None,
         curve_mean=float(np.mean(means)) if means else None,
         learn_seconds=learn_s,
+        train_seconds=train_timer.seconds,
         total_seconds=total_s,
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
@@ -526,9 +554,20 @@ def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int
                 curve_iqm=curve_iqm[name][0],
                 curve_iqm_ci=[curve_iqm[name][1], curve_iqm[name][2]],
                 learn_seconds=float(np.mean([r["learn_seconds"] for r in rs])),
+                # (runs cached before the timer existed have none)
+                train_seconds=float(np.mean(timed))
+                if (timed := [r["train_seconds"] for r in rs if "train_seconds" in r])
+                else None,
             )
         summary[env_id] = dict(budget=env_runs[0]["budget"], threshold=env_runs[0]["threshold"], contenders=rows)
     return summary
+
+
+def train_cost(seconds: float | None, ppo_seconds: float | None) -> str:
+    """A table cell: ``train()`` seconds and their ratio to PPO's in the same env, where both were timed."""
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f}" + (f" ({seconds / ppo_seconds:.2f}x)" if ppo_seconds else "")
 
 
 def markdown(summary: dict[str, Any], name: str, command: str) -> str:
@@ -540,8 +579,9 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
         "Reached: seeds whose mean eval return reached the threshold; steps: median over those seeds of the first "
         "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget), IQM over "
         "seeds with its 95% CI. "
-        "Wall: mean seconds of `learn()` per run (one torch thread; the machine was shared, so compare within a row "
-        "block, loosely). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` "
+        "Wall: mean seconds of `learn()` per run, and of its `train()` calls with their ratio to PPO's (one torch "
+        "thread; the machine was shared, so compare within a row block, loosely; '-' for runs cached before `train()` "
+        "was timed). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` "
         "XPPO with its own entry in zoo_configs/xppo.yml, the other XPPO contenders add only their options and `@` "
         "overrides to ppo.yml's entry.",
     ]
@@ -552,9 +592,10 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
             f"## {env_id}: {env_summary['budget']:,} steps, threshold {env_summary['threshold']}",
             "",
             "| contender | seeds | final IQM [95% CI] | final mean ± std | reached | steps to threshold | "
-            "curve IQM [95% CI] | wall s |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "curve IQM [95% CI] | wall s | train() s (÷ PPO) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
+        ppo_train = rows.get("ppo", {}).get("train_seconds")
         for cname, row in sorted(rows.items(), key=lambda kv: (-kv[1]["final_iqm"], -kv[1]["curve_mean"])):
             steps = f"{row['median_steps_to_threshold']:,.0f}" if row["median_steps_to_threshold"] is not None else "-"
             lines.append(
@@ -562,7 +603,7 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
                 f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | "
                 f"{row['final_mean']:.1f} ± {row['final_std']:.1f} | {row['reached']}/{len(row['seeds'])} | {steps} | "
                 f"{row['curve_iqm']:.1f} [{row['curve_iqm_ci'][0]:.1f}, {row['curve_iqm_ci'][1]:.1f}] | "
-                f"{row['learn_seconds']:.0f} |"
+                f"{row['learn_seconds']:.0f} | {train_cost(row.get('train_seconds'), ppo_train)} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -79,6 +79,10 @@ def test_overrides_reach_the_model(learning, built_xppo):
     run = learning.run_task(task)
     assert built["n_steps"] == 16 and built["n_epochs"] == 2 and built["batch_size"] == 256  # the rest is the zoo's
     assert run["budget"] == 256
+    # train() is timed apart from collection: two rollouts of 128, each followed by a train() call
+    assert 0 < run["train_seconds"] < run["learn_seconds"]
+    assert learning.train_cost(2.0, 4.0) == "2 (0.50x)" and learning.train_cost(None, 4.0) == "-"
+    assert learning.train_cost(3.0, None) == "3"
 
 
 def test_env_key_overrides_reach_the_envs(learning, built_xppo):
