@@ -4,13 +4,17 @@ Multi-critic XPPO on mo-lunar-lander-v3: four critics against one, on the same r
 MO-Gymnasium's lunar lander returns a reward vector of four terms (landing outcome, shaping, main-engine fuel,
 side-engine fuel); ``LinearReward`` with weights ``(1, 1, 0.3, 0.03)`` scalarizes it into the reward of
 ``LunarLander-v3`` and keeps the vector in ``info["vector_reward"]``. The single-critic XPPO learns from the
-scalar reward; the multi-critic one gives each term its own critic, z-scores each group's advantages and
-combines them with the same weights (Mysore et al. 2022). Both are evaluated on the scalarized return
-(deterministic policy), seed by seed.
+scalar reward; the multi-critic one gives each term its own critic (Mysore et al. 2022) and, in the "scalarize"
+mode (the default here: ``normalize_groups=False, group_reduce="sum"``), sums the groups' advantages with the
+reward's own weights, so that its actor's objective is the single critic's and only the baseline is learned in
+parts. ``--mode balanced`` z-scores each group's advantages first (XPPO's default, for groups whose scales are
+arbitrary), which changes the objective here: the 5-seed campaign of ``benchmarks/multi_critic.py`` found
+"scalarize" the best multi-critic mode on this reward and "balanced" far behind (docs/guide/benchmarks.md). Both
+models are evaluated on the scalarized return (deterministic policy), seed by seed.
 
 usage: python examples/multi_critic_lunar_lander.py [--steps 1000000] [--seeds 0 1 2] [--n-envs 16]
                                                      [--separate-critics] [--eval-episodes 20] [--quick]
-                                                     [--no-normalize-groups] [--models both|multi|single]
+                                                     [--mode scalarize|balanced] [--models both|multi|single]
                                                      [--results-dir DIR]
 
 ``--models`` trains one side only, so that the two can run in parallel processes; with ``--results-dir`` each
@@ -40,6 +44,11 @@ GROUPS = ["outcome", "shaping", "main_engine", "side_engine"]
 WEIGHTS = [1.0, 1.0, 0.3, 0.03]
 # rl-zoo3's tuned PPO hyperparameters for LunarLander (hyperparams/ppo.yml), shared by both models
 HYPERPARAMS = dict(n_steps=1024, batch_size=64, n_epochs=4, gamma=0.999, gae_lambda=0.98, ent_coef=0.01)
+# The two ways of combining the groups' advantages (docs/guide/multi_critic.md)
+MODES = {
+    "scalarize": dict(normalize_groups=False, group_reduce="sum"),
+    "balanced": dict(normalize_groups=True, group_reduce="mean"),
+}
 
 
 def make_env(n_envs: int, seed: int) -> VecEnv:
@@ -57,7 +66,7 @@ def train_and_evaluate(multi_critic: bool, args: argparse.Namespace, seed: int) 
         options = dict(
             reward_groups=GROUPS,
             group_weights=WEIGHTS,
-            normalize_groups=args.normalize_groups,
+            **MODES[args.mode],
             policy_kwargs=dict(separate_critics=args.separate_critics),
         )
     hyperparams = dict(HYPERPARAMS, n_steps=args.n_steps) if args.n_steps else HYPERPARAMS
@@ -74,7 +83,7 @@ def run_once(model: str, args: argparse.Namespace, seed: int) -> dict:
     """Train and evaluate one model on one seed, or read the result back from ``args.results_dir``."""
     name = model
     if model == "multi":
-        name += "_separate" * args.separate_critics + "_unnormalized" * (not args.normalize_groups)
+        name += "_separate" * args.separate_critics + f"_{args.mode}"
     path = args.results_dir / f"{name}_seed{seed}.json" if args.results_dir else None
     if path is not None and path.exists():
         return json.loads(path.read_text())
@@ -96,11 +105,11 @@ def main() -> None:
     parser.add_argument("--n-steps", type=int, default=None, help="rollout length per env (default: rl-zoo3's 1024)")
     parser.add_argument("--separate-critics", action="store_true", help="one value MLP per group (default: shared trunk)")
     parser.add_argument(
-        "--normalize-groups",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="z-score each group's advantages before weighting (XPPO's default); without it the 4-critic advantage "
-        "is the weighted sum of the groups' advantages, the single critic's objective with a decomposed value",
+        "--mode",
+        choices=list(MODES),
+        default="scalarize",
+        help="scalarize: the groups' advantages summed with the reward's weights (the single critic's objective, "
+        "what won on this reward); balanced: each group's advantages z-scored first",
     )
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
