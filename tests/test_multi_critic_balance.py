@@ -17,6 +17,7 @@ from test_multi_critic import GroupEnv, RolloutRecorder, VectorFromReward
 from sb3_xppo import XPPO, calc_gae, combine_grouped_advantages
 from sb3_xppo.common.buffers import rollout_gae
 from sb3_xppo.common.grad_norms import grad_norm_log_values, split_parameters
+from sb3_xppo.common.options import resolve_group_value_weights
 from sb3_xppo.functional.advantages import group_statistics
 from sb3_xppo.multi_critic import GroupRewardVecEnv, MultiCriticPolicy, MultiCriticRolloutBuffer
 from sb3_xppo.multi_critic.buffers import GROUP_SCALE_FLOOR
@@ -381,3 +382,84 @@ def test_grad_norm_log_values_by_hand():
     assert values["train/grad_norm_actor"] == pytest.approx(1.65)
     assert values["train/grad_clip_coef"] == pytest.approx((1.0 + 1.0 / (5.0 + 1e-6)) / 2)
     assert values["train/grad_clip_coef_actor_alone"] == pytest.approx((1.0 + 1.0 / (3.0 + 1e-6)) / 2)
+
+
+# --- the weights of the groups' value losses (group_value_weights) ---------------------------------------------------
+
+
+def test_group_value_weights_resolved_by_hand():
+    # None (the plain sum) where every weight is 1
+    assert resolve_group_value_weights("equal", [1.0, 2.0], 2, scalarize=True) is None
+    assert resolve_group_value_weights("squared", [1.0, 2.0, 0.5], 3, scalarize=False) == [1.0, 4.0, 0.25]
+    assert resolve_group_value_weights("squared", None, 2, scalarize=True) is None
+    assert resolve_group_value_weights("squared", [1.0, -1.0], 2, scalarize=True) is None
+    assert resolve_group_value_weights((0.5, 0), None, 2, scalarize=False) == [0.5, 0.0]
+    # the mode's default: the scalar reward's units in "scalarize", equal otherwise
+    assert resolve_group_value_weights(None, [1.0, 0.3], 2, scalarize=True) == pytest.approx([1.0, 0.09])
+    assert resolve_group_value_weights(None, [1.0, 0.3], 2, scalarize=False) is None
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("spec", ["sqaured", [1.0], [1, -1, 1], [1, NAN, 1], [0, 0, 0], [[1, 2, 3]], ["a", "b", "c"]])
+def test_bad_group_value_weights(spec):
+    with pytest.raises(ValueError, match=r"group_value_weights must be None, one of \('equal', 'squared'\) or"):
+        resolve_group_value_weights(spec, None, 3, scalarize=True)
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
+    model.group_value_weights = spec
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    with pytest.raises(ValueError, match="group_value_weights"):
+        model.learn(32)
+    # refused before any update
+    assert all(th.equal(p, q) for p, q in zip(before, model.policy.parameters(), strict=True))
+
+
+def test_group_value_weights_weigh_the_logged_value_losses():
+    weights = [1.0, 0.3, 0.03]
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_weights=weights, normalize_groups=False, **TINY)
+    model.group_value_weights = "squared"
+    model.learn(32)
+    logs = model.logger.name_to_value
+    expected = sum(w**2 * logs[f"train/value_loss/{g}"] for g, w in enumerate(weights))
+    assert logs["train/value_loss"] == pytest.approx(expected, rel=1e-5)
+    # the plain sum without them
+    model.group_value_weights = "equal"
+    model.learn(32)
+    logs = model.logger.name_to_value
+    assert logs["train/value_loss"] == pytest.approx(sum(logs[f"train/value_loss/{g}"] for g in range(3)), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options, squared",
+    [
+        (dict(normalize_groups=False), True),
+        (dict(normalize_groups=False, normalize_values=True), False),
+        (dict(normalize_groups=True), False),
+    ],
+)
+def test_group_value_weights_default_follows_the_mode(options, squared):
+    weights = [1.0, 0.3, 0.03]
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_weights=weights, **options, **TINY).learn(32)
+    logs = model.logger.name_to_value
+    coefs = [w**2 for w in weights] if squared else [1.0] * 3
+    expected = sum(c * logs[f"train/value_loss/{g}"] for g, c in enumerate(coefs))
+    assert logs["train/value_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_group_of_value_weight_zero_leaves_its_head_untouched():
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
+    model.group_value_weights = [1.0, 0.0, 0.0]
+    head = model.policy.value_net
+    weight, bias = head.weight.detach().clone(), head.bias.detach().clone()
+    model.learn(64)
+    assert not th.equal(head.weight[0], weight[0])
+    th.testing.assert_close(head.weight[1:], weight[1:], rtol=0, atol=0)
+    th.testing.assert_close(head.bias[1:], bias[1:], rtol=0, atol=0)
+
+
+def test_group_value_weights_saved_with_the_model(tmp_path):
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
+    model.group_value_weights = "squared"
+    model.save(tmp_path / "model.zip")
+    assert XPPO.load(tmp_path / "model.zip", env=GroupEnv()).group_value_weights == "squared"

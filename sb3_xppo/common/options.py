@@ -234,6 +234,52 @@ def check_group_options(
     return names, weights.tolist()
 
 
+#: ``group_value_weights`` by name (a list of ``G`` weights is the third form)
+GROUP_VALUE_WEIGHTS = ("equal", "squared")
+
+
+def resolve_group_value_weights(
+    spec: str | Sequence[float] | None, group_weights: Sequence[float] | None, n_groups: int, scalarize: bool
+) -> list[float] | None:
+    """
+    The weights of the groups' value losses (``XPPO.group_value_weights``) in the sum the critics minimize.
+
+    ``"squared"`` gives group ``g`` the weight ``w_g ** 2`` (``group_weights``, all 1 when None): the critics' loss in
+    the scalar reward's units. In "scalarize" mode (``normalize_groups=False``) the actor's advantages come from
+    ``V = sum_g w_g V_g``, whose error is ``sum_g w_g e_g``; for independent errors its expected square is
+    ``sum_g w_g^2 E[e_g^2]``, so each critic's error counts as much as it moves ``V``, and a term of small weight but
+    large raw scale (a fuel cost) no longer dominates the critics' loss. ``"equal"`` weighs every group 1.
+
+    :param spec: None (the mode's default: ``"squared"`` where ``scalarize``, else ``"equal"``), ``"equal"``,
+        ``"squared"``, or ``n_groups`` finite weights >= 0, at least one > 0
+    :param group_weights: the model's group weights (or None)
+    :param n_groups: the number of reward groups
+    :param scalarize: the model's groups are combined raw (``normalize_groups=False``) and its value losses are in
+        return units (``normalize_values=False``): the mode whose default is ``"squared"``
+    :return: the weights, or None where they are all 1 (the plain sum)
+    """
+    error = (
+        f"group_value_weights must be None, one of {GROUP_VALUE_WEIGHTS} or one finite weight >= 0 per reward group "
+        f"({n_groups}), at least one > 0, got {spec!r}"
+    )
+    if spec is None:
+        spec = "squared" if scalarize else "equal"
+    if isinstance(spec, str):
+        if spec not in GROUP_VALUE_WEIGHTS:
+            raise ValueError(error)
+        if spec == "equal" or group_weights is None:
+            return None
+        weights = np.asarray(group_weights, dtype=np.float64) ** 2
+    else:
+        try:
+            weights = np.asarray(spec, dtype=np.float64)
+        except (TypeError, ValueError) as exception:
+            raise ValueError(error) from exception
+        if weights.shape != (n_groups,) or not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+            raise ValueError(error)
+    return None if (weights == 1.0).all() else weights.tolist()
+
+
 def parent_keywords(parent: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """
     The parent algorithm's arguments after ``policy`` and ``env``, given positionally or by keyword, all as keywords

@@ -8,7 +8,7 @@ a minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) an
 
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -31,7 +31,12 @@ from sb3_xppo.common.finite import (
     rollout_non_finite_error,
 )
 from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms, split_parameters
-from sb3_xppo.common.options import check_log_ratio_clamp, check_normalize_advantage, resolve_value_loss
+from sb3_xppo.common.options import (
+    check_log_ratio_clamp,
+    check_normalize_advantage,
+    resolve_group_value_weights,
+    resolve_value_loss,
+)
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
@@ -61,6 +66,20 @@ def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) ->
     return x.mean() if dim is None else x.mean(dim=dim)
 
 
+def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> th.Tensor:
+    """
+    The value loss the critics minimize: a single critic's as it is, one per reward group summed, weighted by the
+    groups' value-loss weights where there are any.
+
+    :param value_losses: a scalar, or ``(G,)`` one per reward group
+    :param weights: ``(G,)`` or None (the plain sum)
+    :return: a scalar
+    """
+    if value_losses.ndim == 0:  # (no sum of a single value loss: one more node in the graph, the same numbers)
+        return value_losses
+    return value_losses.sum() if weights is None else (value_losses * weights).sum()
+
+
 class XPPOCoreMixin:
     """
     XPPO's training on top of an SB3 on-policy algorithm (PPO, or sb3-contrib's MaskablePPO and RecurrentPPO): put
@@ -78,6 +97,13 @@ class XPPOCoreMixin:
     #: does so for multi-critic models of two groups or more, whose critics' gradients would shrink the actor's steps
     #: (README, Multi-critic); one group stays plain XPPO's, bit for bit
     clip_grad_per_part: bool | None = None
+    #: multi-critic: the weight of each group's value loss in the sum the critics minimize
+    #: (:func:`~sb3_xppo.common.options.resolve_group_value_weights`): ``"squared"`` weighs group ``g`` by
+    #: ``group_weights[g] ** 2``, the critics' loss in the scalar reward's units (each critic's error counted as much
+    #: as it moves ``sum_g w_g V_g``, the value the "scalarize" mode's actor sees); ``"equal"`` weighs every group 1;
+    #: or ``G`` weights >= 0. None: ``"squared"`` in "scalarize" mode (``normalize_groups=False``) without
+    #: ``normalize_values``, else ``"equal"`` (normalized value losses are commensurate already)
+    group_value_weights: str | Sequence[float] | None = None
     #: this algorithm's XPPO rollout buffers for (Box, Dict) observations, single and multi-critic (None: the parent's)
     xppo_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
     multi_critic_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
@@ -449,6 +475,7 @@ class XPPOCoreMixin:
         per_part = multi and len(self.reward_groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
         log_grad_norms = multi if self.log_grad_norms is None else self.log_grad_norms
         grad_parts = split_parameters(self.policy) if log_grad_norms or per_part else None
+        value_weights = self._group_value_weight_tensor()
         clip_per_part = self._part_clipper(grad_parts, flat) if per_part and grad_parts is not None else None
         part_norms: list[th.Tensor] = []
         # train for n_epochs epochs
@@ -476,8 +503,7 @@ class XPPOCoreMixin:
                     policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
                 # Reduced over the batch: a scalar, or (G,) one per reward group
                 value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
-                # (no sum of a single value loss: one more node in the graph, the same numbers)
-                value_loss = value_losses.sum() if value_losses.ndim > 0 else value_losses
+                value_loss = reduce_value_losses(value_losses, value_weights)
 
                 # Entropy loss favor exploration (approximated by -log_prob when there is no analytical form)
                 entropy_loss = -valid_mean(-log_prob if entropy is None else entropy, valid)
@@ -545,6 +571,16 @@ class XPPOCoreMixin:
             )
             for key, value in norms.items():
                 self.logger.record(key, value)
+
+    def _group_value_weight_tensor(self) -> th.Tensor | None:
+        """:return: the ``(G,)`` weights of the groups' value losses (``group_value_weights``), None for the plain sum"""
+        if self.reward_groups is None:
+            return None
+        scalarize = not self.normalize_groups and not self.normalize_values
+        weights = resolve_group_value_weights(
+            self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize
+        )
+        return None if weights is None else th.as_tensor(weights, dtype=th.float32, device=self.device)
 
     def _part_clipper(self, parts: dict[str, list[th.nn.Parameter]], flat: FlatAdam | None) -> Callable[[], th.Tensor]:
         """
