@@ -34,12 +34,13 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
   before clipping and the clip coefficients (``grad_clip_coef``: what ``max_grad_norm`` over actor + critics applied;
   ``grad_clip_coef_actor_alone``: what the actor's gradient alone would get), each group's advantage scale and
   effective weight, the value losses.
-- **Outputs**: ``<out-dir>/multi_critic_<campaign>.{json,md,png}`` and, with ``--readme``, the table between the
-  ``<!-- multi_critic_<campaign> start/end -->`` markers of that file. Runs are cached under
-  ``<out-dir>/learning_runs/`` (``--report-only`` reports from the cache).
+- **Outputs**: ``<out-dir>/multi_critic_<campaign>.{json,md,png}`` (``--name N``: ``multi_critic_N.*``) and, with
+  ``--readme``, the table between the ``<!-- multi_critic_<campaign or N> start/end -->`` markers of that file.
+  Runs are cached under ``<out-dir>/learning_runs/`` (``--report-only`` reports from the cache).
 
 usage: python benchmarks/multi_critic.py --campaign lunar|styles [--contenders ...] [--seeds 0 1 2 3 4]
                                          [--budget-scale 1.0] [--workers N] [--readme docs/guide/benchmarks.md] [--quick]
+                                         [--name N] [--report-only]
        (--quick: the campaign's pipeline at 2% of the budget, seeds 0 1, three contenders: a smoke test)
        python benchmarks/multi_critic.py --campaign lunar|styles --clip-ab ROLLOUTS  (the gradient-clipping A/B)
 """
@@ -548,6 +549,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-dir", default=OUT_DIR)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
     parser.add_argument("--readme", default=None, help="also write the table into this file, between its markers")
+    parser.add_argument("--name", default=None, help="write multi_critic_<name>.{json,md,png} (default: the campaign's)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 2%% of the budget, seeds 0 1, 3 contenders")
     parser.add_argument(
         "--clip-ab", type=int, default=0, metavar="ROLLOUTS",
@@ -600,7 +602,7 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/multi_critic.py " + shlex.join(
         a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
     )
-    name = f"multi_critic_{args.campaign}" + ("_quick" if args.quick else "")
+    name = f"multi_critic_{args.name or args.campaign}" + ("_quick" if args.quick else "")
     table = markdown(name, campaign, summary, runs, command, references)
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, name)

@@ -7,9 +7,10 @@ side-engine fuel); ``LinearReward`` with weights ``(1, 1, 0.3, 0.03)`` scalarize
 scalar reward; the multi-critic one gives each term its own critic (Mysore et al. 2022) and, in the "scalarize"
 mode (the default here: ``normalize_groups=False, group_reduce="sum"``), sums the groups' advantages with the
 reward's own weights, so that its actor's objective is the single critic's and only the baseline is learned in
-parts. ``--mode balanced`` z-scores each group's advantages first (XPPO's default, for groups whose scales are
+parts (the critics' loss in the scalar reward's units: ``group_value_weights="squared"``, that mode's default).
+``--mode balanced`` z-scores each group's advantages first (XPPO's default, for groups whose scales are
 arbitrary), which changes the objective here: the 5-seed campaign of ``benchmarks/multi_critic.py`` found
-"scalarize" the best multi-critic mode on this reward and "balanced" far behind (docs/guide/benchmarks.md). Both
+"scalarize" level with the single critic on this reward and "balanced" far behind (docs/guide/benchmarks.md). Both
 models are evaluated on the scalarized return (deterministic policy), seed by seed.
 
 usage: python examples/multi_critic_lunar_lander.py [--steps 1000000] [--seeds 0 1 2] [--n-envs 16]

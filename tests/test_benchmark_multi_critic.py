@@ -109,3 +109,20 @@ def test_styles_campaign_end_to_end(mc, tmp_path):
     assert f"| mc-balanced-shared{tiny} | 0,1 |" in text and "old" not in text
     # a second call finds every run in the cache
     mc.main([*argv, "--report-only"])
+    # --name: a report of its own from the same cache, the campaign's left as it was
+    before = (tmp_path / "multi_critic_styles.md").read_text()
+    mc.main([*argv[:-2], "--report-only", "--seeds", "1", "--name", "styles_seed1"])
+    assert "| 1 |" in (tmp_path / "multi_critic_styles_seed1.md").read_text()
+    assert (tmp_path / "multi_critic_styles.md").read_text() == before
+
+
+def test_contenders_value_weights(mc, tmp_path):
+    lunar = mc.CAMPAIGNS["lunar"]
+    tiny = "@n_envs=2@n_steps=16@batch_size=16@n_epochs=1"
+    for name, expected in [("mc-scalarize-shared", "equal"), ("mc-scalarize-shared@group_value_weights='squared'", "squared"),
+                           ("single", None)]:  # fmt: skip
+        task = mc.MultiCriticTask("mo-lunar-lander-v3", 32, mc.make_contender(name + tiny, lunar), 0, 1, 1, 1, 0.2)
+        model = mc.build_model(task, str(tmp_path))[0]
+        # the contenders' names keep the equal weights their cached runs had; the override asks for the default
+        assert model.group_value_weights == expected
+        model.env.close()

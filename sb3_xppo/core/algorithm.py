@@ -577,9 +577,7 @@ class XPPOCoreMixin:
         if self.reward_groups is None:
             return None
         scalarize = not self.normalize_groups and not self.normalize_values
-        weights = resolve_group_value_weights(
-            self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize
-        )
+        weights = resolve_group_value_weights(self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize)
         return None if weights is None else th.as_tensor(weights, dtype=th.float32, device=self.device)
 
     def _part_clipper(self, parts: dict[str, list[th.nn.Parameter]], flat: FlatAdam | None) -> Callable[[], th.Tensor]:
