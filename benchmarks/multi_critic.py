@@ -26,8 +26,8 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
   support, weights are priorities), ``critics`` ``shared`` (one trunk, ``G`` outputs) or ``separate``
   (``separate_critics=True``), ``-vn`` adds ``normalize_values=True``. Any name may end in ``@<keyword>=<literal>``
   overrides, as in ``benchmarks/learning.py`` (e.g. ``mc-balanced-shared-vn@max_grad_norm=1.0``); ``--overrides``
-  appends the same ones to every contender and expert. ``clip_grad_per_part`` and ``group_value_weights`` set those
-  model attributes; a multi-critic contender's value losses weigh every group 1 (``group_value_weights='equal'``,
+  appends the same ones to every contender and expert. ``clip_grad_per_part`` sets that model attribute;
+  a multi-critic contender's value losses weigh every group 1 (``group_value_weights='equal'``,
   as its cached runs had them) unless it says otherwise: ``@group_value_weights='squared'`` is the library's own
   default in "scalarize" mode without value normalization.
 - **Diagnostics** kept per run (means over its ``train()`` calls): the actor's and the critics' gradient norms
@@ -253,8 +253,7 @@ class TrainLogRecorder(BaseCallback):
 def build_model(task: Task, log_folder: str) -> tuple[XPPO, VecEnv, list[BaseCallback], dict[str, Any], dict[str, Any]]:
     """
     The contender's model on the zoo entry of its config, as ``learning.run_task`` builds it; the gradient norms
-    logged (also for the single critic, to compare). A ``clip_grad_per_part`` or ``group_value_weights`` keyword
-    sets that model attribute.
+    logged (also for the single critic, to compare). A ``clip_grad_per_part`` keyword sets that model attribute.
 
     :return: the model, the evaluation env, the entry's callbacks, the raw entry and the model keywords
     """
@@ -262,9 +261,10 @@ def build_model(task: Task, log_folder: str) -> tuple[XPPO, VecEnv, list[BaseCal
     to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
     entry_overrides = {key: kwargs.pop(key) for key in to_entry}
     per_part = kwargs.pop("clip_grad_per_part", None)
-    # the contenders' names stand for equal value-loss weights, as their cached runs had them (the library's default
-    # is "squared" in "scalarize" mode since): "@group_value_weights='squared'" asks for the default
-    value_weights = kwargs.pop("group_value_weights", "equal")
+    if "reward_groups" in kwargs:
+        # the contenders' names stand for equal value-loss weights, as their cached runs had them (the library's
+        # default is "squared" in "scalarize" mode since): "@group_value_weights='squared'" asks for it
+        kwargs.setdefault("group_value_weights", "equal")
     hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
         task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
     )
@@ -274,8 +274,6 @@ def build_model(task: Task, log_folder: str) -> tuple[XPPO, VecEnv, list[BaseCal
     model = XPPO(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
     model.log_grad_norms = True
     model.clip_grad_per_part = per_part
-    if model.reward_groups is not None:
-        model.group_value_weights = value_weights
     return model, eval_env, zoo_callbacks, zoo_entry, hyperparams
 
 

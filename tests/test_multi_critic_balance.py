@@ -14,7 +14,7 @@ from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from test_multi_critic import GroupEnv, RolloutRecorder, VectorFromReward
 
-from sb3_xppo import XPPO, calc_gae, combine_grouped_advantages
+from sb3_xppo import XPPO, RecurrentXPPO, calc_gae, combine_grouped_advantages
 from sb3_xppo.common.buffers import rollout_gae
 from sb3_xppo.common.grad_norms import grad_norm_log_values, split_parameters
 from sb3_xppo.common.options import resolve_group_value_weights
@@ -404,21 +404,32 @@ NAN = float("nan")
 
 @pytest.mark.parametrize("spec", ["sqaured", [1.0], [1, -1, 1], [1, NAN, 1], [0, 0, 0], [[1, 2, 3]], ["a", "b", "c"]])
 def test_bad_group_value_weights(spec):
-    with pytest.raises(ValueError, match=r"group_value_weights must be None, one of \('equal', 'squared'\) or"):
+    match = r"group_value_weights must be None, one of \('equal', 'squared'\) or"
+    with pytest.raises(ValueError, match=match):
         resolve_group_value_weights(spec, None, 3, scalarize=True)
+    # refused by the constructor, before anything is built
+    with pytest.raises(ValueError, match=match):
+        XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights=spec, **TINY)
+    # and, set on a model afterwards, by train() before any update
     model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
     model.group_value_weights = spec
     before = [p.detach().clone() for p in model.policy.parameters()]
-    with pytest.raises(ValueError, match="group_value_weights"):
+    with pytest.raises(ValueError, match=match):
         model.learn(32)
-    # refused before any update
     assert all(th.equal(p, q) for p, q in zip(before, model.policy.parameters(), strict=True))
+
+
+def test_group_value_weights_need_reward_groups():
+    with pytest.raises(ValueError, match="group_value_weights needs reward_groups"):
+        XPPO("MlpPolicy", "CartPole-v1", group_value_weights="squared", **TINY)
+    with pytest.raises(ValueError, match="group_value_weights needs reward_groups"):
+        RecurrentXPPO("MlpLstmPolicy", "CartPole-v1", group_value_weights="equal", **TINY)
 
 
 def test_group_value_weights_weigh_the_logged_value_losses():
     weights = [1.0, 0.3, 0.03]
-    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_weights=weights, normalize_groups=False, **TINY)
-    model.group_value_weights = "squared"
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_weights=weights, normalize_groups=False,
+                 group_value_weights="squared", **TINY)  # fmt: skip
     model.learn(32)
     logs = model.logger.name_to_value
     expected = sum(w**2 * logs[f"train/value_loss/{g}"] for g, w in enumerate(weights))
@@ -448,8 +459,8 @@ def test_group_value_weights_default_follows_the_mode(options, squared):
 
 
 def test_a_group_of_value_weight_zero_leaves_its_head_untouched():
-    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
-    model.group_value_weights = [1.0, 0.0, 0.0]
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights=(1, 0, 0), **TINY)
+    assert model.group_value_weights == [1.0, 0.0, 0.0]
     head = model.policy.value_net
     weight, bias = head.weight.detach().clone(), head.bias.detach().clone()
     model.learn(64)
@@ -459,7 +470,6 @@ def test_a_group_of_value_weight_zero_leaves_its_head_untouched():
 
 
 def test_group_value_weights_saved_with_the_model(tmp_path):
-    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
-    model.group_value_weights = "squared"
+    model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights="squared", **TINY)
     model.save(tmp_path / "model.zip")
     assert XPPO.load(tmp_path / "model.zip", env=GroupEnv()).group_value_weights == "squared"

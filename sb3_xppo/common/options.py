@@ -36,6 +36,7 @@ def check_xppo_options(
     normalize_groups: bool,
     vector_reward_key: str,
     normalize_values: bool = False,
+    group_value_weights: str | Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """
     Check every keyword XPPO adds to (or reads differently from) PPO's, as :class:`~sb3_xppo.XPPO` documents them.
@@ -53,6 +54,13 @@ def check_xppo_options(
     names, weights = check_group_options(reward_groups, group_weights, group_reduce, vector_reward_key)
     if not isinstance(normalize_values, (bool, np.bool_)):
         raise ValueError(f"normalize_values must be True or False, got {normalize_values!r}")
+    if group_value_weights is not None:
+        if names is None:
+            raise ValueError("group_value_weights needs reward_groups (the number of reward groups or their names)")
+        scalarize = not normalize_groups and not normalize_values
+        resolve_group_value_weights(group_value_weights, weights, len(names), scalarize)
+        if not isinstance(group_value_weights, str):
+            group_value_weights = [float(w) for w in group_value_weights]
     return dict(
         normalize_advantage=check_normalize_advantage(normalize_advantage),
         actor_loss=actor_loss,
@@ -67,6 +75,7 @@ def check_xppo_options(
         normalize_groups=bool(normalize_groups),
         vector_reward_key=vector_reward_key,
         normalize_values=bool(normalize_values),
+        group_value_weights=group_value_weights,
     )
 
 

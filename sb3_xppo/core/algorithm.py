@@ -97,12 +97,9 @@ class XPPOCoreMixin:
     #: does so for multi-critic models of two groups or more, whose critics' gradients would shrink the actor's steps
     #: (README, Multi-critic); one group stays plain XPPO's, bit for bit
     clip_grad_per_part: bool | None = None
-    #: multi-critic: the weight of each group's value loss in the sum the critics minimize
-    #: (:func:`~sb3_xppo.common.options.resolve_group_value_weights`): ``"squared"`` weighs group ``g`` by
-    #: ``group_weights[g] ** 2``, the critics' loss in the scalar reward's units (each critic's error counted as much
-    #: as it moves ``sum_g w_g V_g``, the value the "scalarize" mode's actor sees); ``"equal"`` weighs every group 1;
-    #: or ``G`` weights >= 0. None: ``"squared"`` in "scalarize" mode (``normalize_groups=False``) without
-    #: ``normalize_values``, else ``"equal"`` (normalized value losses are commensurate already)
+    #: multi-critic: the weight of each group's value loss in the critics' sum, the constructor's
+    #: ``group_value_weights`` (:func:`~sb3_xppo.common.options.resolve_group_value_weights`; None, the mode's
+    #: default, also for a model saved before the keyword existed)
     group_value_weights: str | Sequence[float] | None = None
     #: this algorithm's XPPO rollout buffers for (Box, Dict) observations, single and multi-critic (None: the parent's)
     xppo_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None

@@ -48,6 +48,9 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
         rescaled so that values in return units are preserved when the statistics move, and the value losses (and
         ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
         ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
+    :param group_value_weights: None (``"squared"`` in "scalarize" mode without ``normalize_values``, else
+        ``"equal"``), ``"squared"``, ``"equal"`` or ``G`` weights of the groups' value losses (see
+        :class:`~sb3_xppo.XPPO`)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
     :param kwargs: every keyword of :class:`~sb3_contrib.MaskablePPO`, in its meaning and with its defaults
@@ -80,6 +83,7 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
         normalize_groups: bool = True,
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
+        group_value_weights: str | Sequence[float] | None = None,
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
@@ -99,6 +103,7 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
             normalize_groups=normalize_groups,
             vector_reward_key=vector_reward_key,
             normalize_values=normalize_values,
+            group_value_weights=group_value_weights,
         )
         super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
         self._init_xppo(options)

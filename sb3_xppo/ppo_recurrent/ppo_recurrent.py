@@ -41,6 +41,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
     :param delight_temp: temperature of the delightful gate, > 0
     :param log_ratio_clamp: None, or clamp the log-ratio to ``(-c, c)`` or a ``(low, high)`` pair
     :param reward_groups: must be None (multi-critic is not available with recurrent policies yet)
+    :param group_value_weights: must be None (it weighs the value losses of reward groups)
     :param normalize_values: PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each
         critic output regresses returns normalized by running statistics (per reward group), the last layer is
         rescaled so that values in return units are preserved when the statistics move, and the value losses (and
@@ -76,6 +77,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
         normalize_groups: bool = True,
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
+        group_value_weights: str | Sequence[float] | None = None,
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
@@ -100,6 +102,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
             normalize_groups=normalize_groups,
             vector_reward_key=vector_reward_key,
             normalize_values=normalize_values,
+            group_value_weights=group_value_weights,
         )
         super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
         self._init_xppo(options)

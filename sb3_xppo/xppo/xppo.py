@@ -128,6 +128,11 @@ class XPPO(XPPOCoreMixin, PPO):
         rescaled so that values in return units are preserved when the statistics move, and the value losses (and
         ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
         ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
+    :param group_value_weights: the weight of each group's value loss in the critics' sum: ``"squared"``
+        (``group_weights[g] ** 2``: the critics' loss in the scalar reward's units, each critic's error counted as much
+        as it moves ``sum_g w_g V_g``), ``"equal"``, or ``G`` weights >= 0. None (default): ``"squared"`` in
+        "scalarize" mode (``normalize_groups=False``) without ``normalize_values``, else ``"equal"``
+        (:func:`~sb3_xppo.common.options.resolve_group_value_weights`)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     """
 
@@ -179,6 +184,7 @@ class XPPO(XPPOCoreMixin, PPO):
         normalize_groups: bool = True,
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
+        group_value_weights: str | Sequence[float] | None = None,
         _init_setup_model: bool = True,
     ):
         # Bad hyperparameters fail here, before any environment or network is built
@@ -198,6 +204,7 @@ class XPPO(XPPOCoreMixin, PPO):
             normalize_groups=normalize_groups,
             vector_reward_key=vector_reward_key,
             normalize_values=normalize_values,
+            group_value_weights=group_value_weights,
         )
 
         # PPO's batch-size asserts exist only because its normalization could give NaN; XPPO's never does
