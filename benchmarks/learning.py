@@ -11,6 +11,8 @@ seeds for every contender, in one run.
   - ``ppo``: ``stable_baselines3.PPO``; ``xppo``: ``sb3_xppo.XPPO`` with its constructor defaults;
   - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
     ``python -m sb3_xppo.train`` trains;
+  - ``xppo-recommended``: XPPO with :func:`sb3_xppo.xppo_recommended`'s options for the env over ``ppo.yml``'s
+    entry (they depend on the action space; the run's JSON records them);
   - ``xppo-<actor>-<value>-<norm>[+toggle...]``: ``actor`` in ``clip, spo, asymmetric_spo``, ``value`` in
     ``mse, sb3, clipped, improved`` (the clipping ones get ``clip_range_vf=--clip-range-vf`` unless the zoo entry
     sets one), ``norm`` in ``mb`` (per minibatch, PPO's), ``rollout``, ``none``; toggles ``dual<c>``
@@ -29,7 +31,7 @@ seeds for every contender, in one run.
     ``grid-rollout``, ``grid-none`` (the same grid with that normalization, all 9 cells); ``toggles:<name>``
     (name, +dual3, +delight, +dual3+delight); ``improvements`` (ppo and each single option of the improvements
     screen: RPO at a=0.5, value normalization, the HL-Gauss classification critic with value normalization, a SimBa
-    critic).
+    critic); ``recommended`` (ppo and xppo-recommended, the confirmation).
 
 - **Envs and budgets**: the zoo's ``n_timesteps`` times ``--budget-scale``. Thresholds for "steps to threshold"
   (first evaluation whose mean return reaches it): CartPole-v1 475, Acrobot-v1 -100, Pendulum-v1 -200,
@@ -58,6 +60,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import functools
 import hashlib
 import io
 import json
@@ -83,7 +86,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from sb3_xppo import XPPO
+from sb3_xppo import XPPO, xppo_recommended
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 from sb3_xppo.zoo import CONFIG_PATH
 
@@ -111,6 +114,8 @@ ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wr
 #: rl-zoo3's ppo.yml entries of the -v4 MuJoCo tasks under their v5 ids (ppo.yml has no v5 entries)
 MUJOCO_V5_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo_mujoco_v5.yml")
 ENV_CONFIGS = {"Hopper-v5": MUJOCO_V5_CONFIG, "HalfCheetah-v5": MUJOCO_V5_CONFIG}
+#: :func:`sb3_xppo.xppo_recommended`'s options over the zoo's PPO entry
+RECOMMENDED = "xppo-recommended"
 #: the single options of the improvements screen (issue 15), each over the zoo's PPO entry
 IMPROVEMENTS = (
     "xppo@rpo_alpha=0.5",
@@ -173,6 +178,8 @@ def _parse_base(name: str) -> Contender:
         return Contender(name, name)
     if name == "xppo-zoo":
         return Contender(name, "xppo", config=str(CONFIG_PATH))
+    if name == RECOMMENDED:
+        return Contender(name, "xppo")  # its options depend on the env: for_env() adds them
     base, *toggles = name.split("+")
     parts = base.split("-")
     if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
@@ -200,6 +207,29 @@ def _parse_base(name: str) -> Contender:
     return Contender(name, "xppo", kwargs)
 
 
+def for_env(contender: Contender, env_id: str) -> Contender:
+    """
+    The contender as it runs on ``env_id``: ``xppo-recommended`` gets :func:`sb3_xppo.xppo_recommended`'s options for
+    the env's action space (its policy options as overrides, which go into the entry's ``policy_kwargs``), under its
+    own ``@`` overrides. They are part of its kwargs, hence of the cache key: a change to the preset runs it again.
+
+    :param contender: a parsed contender
+    :param env_id: the env it runs on
+    :return: the contender, with the preset's options where it has one
+    """
+    if contender.name.split("@")[0] != RECOMMENDED:
+        return contender
+    return replace(contender, kwargs={**_recommended_options(env_id), **contender.kwargs})
+
+
+@functools.cache
+def _recommended_options(env_id: str) -> dict[str, Any]:
+    """xppo_recommended's options for ``env_id``, flat (an env made once per id, for its action space)."""
+    options = xppo_recommended(env_id)
+    policy_options = options.pop("policy_kwargs", {})
+    return {**options, **policy_options}
+
+
 def expand_contenders(spec: str) -> list[Contender]:
     """
     Turn ``--contenders`` (a comma list of set names and contender names) into contenders, without duplicates.
@@ -223,6 +253,8 @@ def expand_contenders(spec: str) -> list[Contender]:
             ]
         elif item == "improvements":
             names += ["ppo", *IMPROVEMENTS]
+        elif item == "recommended":
+            names += ["ppo", RECOMMENDED]
         elif item.startswith("toggles:"):
             base = item.split(":", 1)[1]
             names += [base, f"{base}+dual3", f"{base}+delight", f"{base}+dual3+delight"]
@@ -696,7 +728,16 @@ def main(argv: list[str] | None = None) -> None:
     contenders = expand_contenders(args.contenders)
     budgets = {env_id: max(int(zoo_budget(env_id) * args.budget_scale), 1) for env_id in args.envs}
     tasks = [
-        Task(env_id, budgets[env_id], c, seed, args.n_evals, args.eval_episodes, args.final_episodes, args.clip_range_vf)
+        Task(
+            env_id,
+            budgets[env_id],
+            for_env(c, env_id),
+            seed,
+            args.n_evals,
+            args.eval_episodes,
+            args.final_episodes,
+            args.clip_range_vf,
+        )
         for env_id in args.envs
         for seed in args.seeds  # seed-major: an interrupted campaign has every contender at the same seeds
         for c in contenders

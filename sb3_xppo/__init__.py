@@ -17,7 +17,7 @@ from sb3_xppo.functional import (
 from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, RewardGroups
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
-from sb3_xppo.xppo import XPPO, LossHook
+from sb3_xppo.xppo import XPPO, LossHook, xppo_recommended
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
     __version__ = _file_handler.read().strip()
@@ -46,4 +46,5 @@ __all__ = [
     "nll_loss",
     "ppo_actor_loss",
     "spo_actor_loss",
+    "xppo_recommended",
 ]

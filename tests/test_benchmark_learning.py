@@ -167,6 +167,20 @@ def test_contender_sets(learning):
     ]
 
 
+def test_recommended_takes_the_presets_options_for_the_env(learning, built_xppo):
+    """``xppo-recommended`` runs with xppo_recommended's options for the env; they are in its cache key."""
+    assert [c.name for c in learning.expand_contenders("recommended")] == ["ppo", "xppo-recommended"]
+    contender = learning.parse_contender("xppo-recommended@n_steps=64")
+    box = learning.for_env(contender, "Pendulum-v1")
+    assert box.kwargs == dict(normalize_values=True, rpo_alpha=0.5, n_steps=64)
+    assert learning.for_env(contender, "CartPole-v1").kwargs == dict(normalize_values=True, n_steps=64)
+    assert learning.for_env(learning.parse_contender("xppo@n_steps=64"), "Pendulum-v1").kwargs == dict(n_steps=64)
+    task = learning.Task("Pendulum-v1", 128, box, 0, 1, 1, 1, 0.2)
+    assert task.key() != learning.Task("Pendulum-v1", 128, contender, 0, 1, 1, 1, 0.2).key()
+    learning.run_task(task)
+    assert built_xppo["normalize_values"] and built_xppo["policy_kwargs"]["rpo_alpha"] == 0.5
+
+
 def test_commas_inside_an_override_do_not_split(learning):
     spec = "ppo,xppo@normalize={'norm_obs':False,'norm_reward':True}@policy_kwargs={'net_arch':[8,8]},xppo-spo-mse-mb"
     contenders = learning.expand_contenders(spec)

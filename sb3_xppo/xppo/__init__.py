@@ -1,5 +1,6 @@
 from sb3_xppo.xppo.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer
 from sb3_xppo.xppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_xppo.xppo.presets import xppo_recommended
 from sb3_xppo.xppo.xppo import XPPO, ClipRangePair, LossHook
 
 __all__ = [
@@ -11,4 +12,5 @@ __all__ = [
     "MultiInputPolicy",
     "XPPODictRolloutBuffer",
     "XPPORolloutBuffer",
+    "xppo_recommended",
 ]
