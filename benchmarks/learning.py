@@ -541,20 +541,29 @@ def run_all(
 
 
 def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[float, float, float]]:
-    """IQM over seeds and its 95% stratified-bootstrap CI (rliable), per contender: ``(iqm, low, high)``."""
+    """
+    IQM over seeds and its 95% stratified-bootstrap CI (rliable), per contender: ``(iqm, low, high)``.
+
+    Reproducible: rliable's ``StratifiedBootstrap`` draws its resamples from NumPy's global generator (whatever
+    ``random_state`` says), so each contender's bootstrap starts from the same seed, which also makes its CI
+    independent of the other contenders in the report; the caller's global state is restored.
+    """
     from rliable import library as rly
     from rliable import metrics
 
-    with warnings.catch_warnings():
-        # arch (under rliable) deprecates the random_state keyword that rliable passes
-        warnings.simplefilter("ignore", FutureWarning)
-        point, interval = rly.get_interval_estimates(
-            {k: v.reshape(-1, 1) for k, v in scores.items()},  # (runs, tasks=1)
-            lambda x: np.array([metrics.aggregate_iqm(x)]),
-            reps=reps,
-            random_state=np.random.RandomState(0),
-        )
-    return {k: (float(point[k][0]), float(interval[k][0, 0]), float(interval[k][1, 0])) for k in scores}
+    estimates, state = {}, np.random.get_state()
+    try:
+        for name, values in scores.items():
+            np.random.seed(0)
+            point, interval = rly.get_interval_estimates(
+                {name: values.reshape(-1, 1)},  # (runs, tasks=1)
+                lambda x: np.array([metrics.aggregate_iqm(x)]),
+                reps=reps,
+            )
+            estimates[name] = (float(point[name][0]), float(interval[name][0, 0]), float(interval[name][1, 0]))
+    finally:
+        np.random.set_state(state)
+    return estimates
 
 
 def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int) -> dict[str, Any]:
@@ -698,6 +707,28 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[C
     plt.close(fig)
 
 
+# flags that change when and how often runs start, never what a finished run or its report holds
+_SCHEDULING_FLAGS = ("--report-only", "--time-limit")
+
+
+def reproducing_command(script: str, argv: list[str]) -> str:
+    """
+    The command that writes the same outputs as ``argv`` from the run cache, for the report's heading.
+
+    ``--report-only`` and ``--time-limit`` (with its value) are left out: a campaign run in several sittings, each
+    with its own limit, is one command.
+    """
+    kept, skip_value = [], False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == "--time-limit":
+            skip_value = True
+        elif arg.split("=", 1)[0] not in _SCHEDULING_FLAGS:
+            kept.append(arg)
+    return f"python {script} " + shlex.join(kept)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(THRESHOLDS), help="default: the five benchmark envs")
@@ -752,9 +783,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     summary = summarize(runs, contenders, args.bootstrap_reps)
     # the command that reproduces the outputs: --report-only writes the same ones from the cache
-    command = "python benchmarks/learning.py " + shlex.join(
-        a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
-    )
+    command = reproducing_command("benchmarks/learning.py", sys.argv[1:] if argv is None else argv)
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, f"learning_{name}")
     with open(f"{base}.json", "w") as f:

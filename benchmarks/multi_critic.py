@@ -52,7 +52,6 @@ import copy
 import hashlib
 import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -79,6 +78,7 @@ from learning import (
     load_cached,
     parse_contender,
     plot,
+    reproducing_command,
     run_all,
     summarize,
     zoo_entry_of,
@@ -526,7 +526,7 @@ def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[Mul
     os.makedirs(args.out_dir, exist_ok=True)
     path = os.path.join(args.out_dir, f"multi_critic_{args.campaign}_clip_ab.json")
     with open(path, "w") as f:
-        json.dump(dict(command="python benchmarks/multi_critic.py " + shlex.join(sys.argv[1:]), results=results), f, indent=1)
+        json.dump(dict(command=reproducing_command("benchmarks/multi_critic.py", sys.argv[1:]), results=results), f, indent=1)
     print(f"wrote {path}")
 
 
@@ -597,9 +597,7 @@ def main(argv: list[str] | None = None) -> None:
         random = random_returns(campaign.env_id, args.random_episodes, args.out_dir)
         runs, references = score_style_runs(runs, expert_runs, random, campaign.threshold)
     summary = summarize(runs, contenders, args.bootstrap_reps)
-    command = "python benchmarks/multi_critic.py " + shlex.join(
-        a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
-    )
+    command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:] if argv is None else argv)
     name = f"multi_critic_{args.name or args.campaign}" + ("_quick" if args.quick else "")
     table = markdown(name, campaign, summary, runs, command, references)
     os.makedirs(args.out_dir, exist_ok=True)

@@ -269,6 +269,32 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
         assert json.load(f)["summary"] == result["summary"]
 
 
+def test_iqm_and_its_ci_are_reproducible(learning):
+    """The IQM is the mean of the middle half; the bootstrap CI is the same on every call and for any other rows."""
+    a, b = np.array([1.0, 5, 3, 8, 2, 9, 4, 4]), np.array([0.0, 10, 2, 2])
+    estimates = learning.iqm_with_ci({"a": a, "b": b}, reps=500)
+    assert estimates["a"][0] == pytest.approx((3 + 4 + 4 + 5) / 4)  # sorted 1 2 3 4 4 5 8 9: the middle four
+    assert estimates["b"][0] == pytest.approx(2.0)  # sorted 0 2 2 10: the middle two
+    for iqm, low, high in estimates.values():
+        assert low <= iqm <= high
+    np.random.seed(123)
+    assert learning.iqm_with_ci({"b": b, "a": a}, reps=500) == estimates
+    assert learning.iqm_with_ci({"a": a}, reps=500)["a"] == estimates["a"]
+    assert np.random.randint(1 << 30) == np.random.RandomState(123).randint(1 << 30)  # the caller's state is kept
+
+
+def test_the_reported_command_leaves_out_the_scheduling_flags(learning):
+    """A campaign run in sittings, each with its own ``--time-limit``, or reported with ``--report-only``, is one command."""
+    expected = "python benchmarks/learning.py --envs Pendulum-v1 --seeds 10 11 --workers 2 --name c"
+    for argv in (
+        ["--envs", "Pendulum-v1", "--seeds", "10", "11", "--workers", "2", "--name", "c"],
+        ["--envs", "Pendulum-v1", "--time-limit", "105", "--seeds", "10", "11", "--workers", "2", "--name", "c"],
+        ["--report-only", "--envs", "Pendulum-v1", "--seeds", "10", "11", "--time-limit=4", "--workers", "2", "--name", "c"],
+    ):
+        assert learning.reproducing_command("benchmarks/learning.py", argv) == expected
+    assert learning.reproducing_command("b.py", ["--name", "a b"]) == "python b.py --name 'a b'"  # quoted for a shell
+
+
 def test_update_readme_writes_between_the_markers(learning, tmp_path):
     table = "# Learning benchmark `x`\n\nWritten by ...\n\n## CartPole-v1: 100 steps\n\n| a |\n| --- |\n"
     readme = tmp_path / "README.md"

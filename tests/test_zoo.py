@@ -20,7 +20,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_xppo
-from sb3_xppo import XPPO, zoo
+from sb3_xppo import XPPO, xppo_recommended, zoo
 from sb3_xppo.enjoy import main as enjoy_main
 from sb3_xppo.train import main as train_main
 
@@ -112,7 +112,10 @@ LUNAR_LANDER_TUNING = {"normalize": "dict(norm_obs=False, norm_reward=True)", "n
 TUNED_FOR_XPPO = {
     "LunarLander-v3": LUNAR_LANDER_TUNING,
     "LunarLanderContinuous-v3": {**LUNAR_LANDER_TUNING, "learning_rate": "lin_3e-4"},
+    # xppo_recommended's options, confirmed on ppo.yml's entry (docs/guide/benchmarks.md, learning_confirmation)
+    "Pendulum-v1": {"normalize_values": True, "policy_kwargs": "dict(rpo_alpha=0.5)"},
 }
+ADOPTS_THE_PRESET = ("Pendulum-v1",)
 
 
 @pytest.mark.parametrize("env_id", [e for e in ZOO_ENVS if not e.startswith("mo-")])
@@ -148,6 +151,10 @@ def test_every_config_entry_builds_an_xppo_through_rl_zoo3(env_id: str, tmp_path
     if "reward_groups" in entry:
         assert list(model.reward_groups) == entry["reward_groups"]
     assert isinstance(model.get_env(), VecNormalize) == bool(entry.get("normalize", False))
+    if env_id in ADOPTS_THE_PRESET:  # the options are xppo_recommended's for this env, not a copy that can drift
+        preset = xppo_recommended(model.get_env())
+        assert model.normalize_values is preset["normalize_values"]
+        assert model.policy.rpo_alpha == preset["policy_kwargs"]["rpo_alpha"]
     model.env.close()
 
 
