@@ -48,6 +48,12 @@ def xppo_recommended(env: gym.Env | VecEnv | str | spaces.Space, **overrides: An
     ``overrides`` (``xppo_recommended(env, n_steps=256, policy_kwargs=dict(net_arch=[64, 64]))``). The same
     keywords work for :class:`~sb3_xppo.MaskableXPPO` and :class:`~sb3_xppo.RecurrentXPPO`.
 
+    .. warning::
+        On HalfCheetah-v5 with rl-zoo3's PPO entry (``log_std_init=-2``, ``clip_range=0.1``) the preset falls far
+        behind PPO (``docs/guide/benchmarks.md``, the confirmation). RPO's half-width is absolute, and the mean's
+        shift there is several of the policy's standard deviations. ``policy_kwargs=dict(rpo_alpha=0.0)`` keeps
+        value normalization alone.
+
     :param env: the env (or its id, or its action space): RPO is added for ``Box`` action spaces only
     :param overrides: keywords that win over the recommended ones; ``policy_kwargs`` are merged, the caller's
         keys winning
