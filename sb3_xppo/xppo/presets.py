@@ -50,8 +50,8 @@ def xppo_recommended(env: gym.Env | VecEnv | str | spaces.Space, **overrides: An
 
     .. warning::
         On HalfCheetah-v5 with rl-zoo3's PPO entry (``log_std_init=-2``, ``clip_range=0.1``) the preset falls far
-        behind PPO (``docs/guide/benchmarks.md``, the confirmation). RPO's half-width is absolute, and the mean's
-        shift there is several of the policy's standard deviations. ``policy_kwargs=dict(rpo_alpha=0.0)`` keeps
+        behind PPO (``docs/guide/benchmarks.md``, the confirmation). RPO's half-width is absolute, and there the mean's
+        shift is up to 3.7 of the policy's initial standard deviations. ``policy_kwargs=dict(rpo_alpha=0.0)`` keeps
         value normalization alone.
 
     :param env: the env (or its id, or its action space): RPO is added for ``Box`` action spaces only
