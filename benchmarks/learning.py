@@ -12,7 +12,7 @@ seeds for every contender, in one run.
   - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
     ``python -m sb3_xppo.train`` trains;
   - ``xppo-recommended``: XPPO with :func:`sb3_xppo.xppo_recommended`'s options for the env over ``ppo.yml``'s
-    entry (they depend on the action space; the run's JSON records them);
+    entry (the run's JSON records them);
   - ``xppo-<actor>-<value>-<norm>[+toggle...]``: ``actor`` in ``clip, spo, asymmetric_spo``, ``value`` in
     ``mse, sb3, clipped, improved`` (the clipping ones get ``clip_range_vf=--clip-range-vf`` unless the zoo entry
     sets one), ``norm`` in ``mb`` (per minibatch, PPO's), ``rollout``, ``none``; toggles ``dual<c>``
@@ -41,8 +41,9 @@ seeds for every contender, in one run.
   curve / budget), eval curves (SB3's ``EvalCallback``, deterministic, ``--n-evals`` points) and the wall-clock
   time of ``learn()``.
 - **Cache**: each (env, budget, contender, seed) run is one JSON under ``<out-dir>/learning_runs/`` holding a
-  key of its full configuration; a run whose JSON matches is not run again, so a campaign continues across
-  sessions. ``--report-only`` writes the outputs from the cache alone.
+  key of its full configuration (not the contender's name); a run whose key matches, under any contender's name,
+  is not run again, so a campaign continues across sessions. ``--report-only`` writes the outputs from the cache
+  alone.
 - **Outputs**: ``<out-dir>/learning_<name>.json`` (every run and the summary), ``learning_<name>.png`` (eval curves,
   mean and min-max band over seeds) and ``learning_<name>.md`` (the table), from the finished runs among those
   asked for.
@@ -61,6 +62,7 @@ import ast
 import contextlib
 import copy
 import functools
+import glob
 import hashlib
 import io
 import json
@@ -210,8 +212,9 @@ def _parse_base(name: str) -> Contender:
 def for_env(contender: Contender, env_id: str) -> Contender:
     """
     The contender as it runs on ``env_id``: ``xppo-recommended`` gets :func:`sb3_xppo.xppo_recommended`'s options for
-    the env's action space (its policy options as overrides, which go into the entry's ``policy_kwargs``), under its
-    own ``@`` overrides. They are part of its kwargs, hence of the cache key: a change to the preset runs it again.
+    the env (policy options, had it any, as overrides, which go into the entry's ``policy_kwargs``), under its own
+    ``@`` overrides. They are part of its kwargs, hence of the cache key: a changed preset finds the runs of what it
+    now is (:func:`load_cached`), or runs it.
 
     :param contender: a parsed contender
     :param env_id: the env it runs on
@@ -367,13 +370,27 @@ class Task:
 
 
 def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
-    """The cached result of ``task``, or None when there is none or it was run with another configuration."""
-    path = task.path(out_dir)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        run = json.load(f)
-    return run if run.get("key") == task.key() else None
+    """
+    The cached result of ``task``, or None when no run of its configuration is cached.
+
+    The key holds the configuration, not the contender's name, so a run under another name with the same key is the
+    same run: ``xppo-recommended`` finds ``xppo@normalize_values=True``'s runs where the preset is that option, and a
+    preset that changes finds what it now is. The task's own file is read first; the run comes back under the
+    task's name.
+    """
+    own = task.path(out_dir)
+    seed_file = os.path.basename(own)
+    env_dir = os.path.dirname(os.path.dirname(own))
+    others = sorted(glob.glob(os.path.join(glob.escape(env_dir), "*", seed_file)))
+    key = task.key()
+    for path in [own, *(p for p in others if p != own)]:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            run = json.load(f)
+        if run.get("key") == key:
+            return {**run, "contender": task.contender.name}
+    return None
 
 
 class TrainTimer(BaseCallback):

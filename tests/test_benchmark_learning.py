@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -172,11 +173,15 @@ def test_recommended_takes_the_presets_options_for_the_env(learning, built_xppo)
     assert [c.name for c in learning.expand_contenders("recommended")] == ["ppo", "xppo-recommended"]
     contender = learning.parse_contender("xppo-recommended@n_steps=64")
     box = learning.for_env(contender, "Pendulum-v1")
-    assert box.kwargs == dict(normalize_values=True, rpo_alpha=0.5, n_steps=64)
+    assert box.kwargs == dict(normalize_values=True, n_steps=64)
     assert learning.for_env(contender, "CartPole-v1").kwargs == dict(normalize_values=True, n_steps=64)
     assert learning.for_env(learning.parse_contender("xppo@n_steps=64"), "Pendulum-v1").kwargs == dict(n_steps=64)
-    task = learning.Task("Pendulum-v1", 128, box, 0, 1, 1, 1, 0.2)
-    assert task.key() != learning.Task("Pendulum-v1", 128, contender, 0, 1, 1, 1, 0.2).key()
+    # a policy option given to the preset becomes an override (merged into the entry's policy_kwargs)
+    with_rpo = learning.for_env(learning.parse_contender("xppo-recommended@rpo_alpha=0.5"), "Pendulum-v1")
+    assert with_rpo.kwargs == dict(normalize_values=True, rpo_alpha=0.5)
+    task = learning.Task("Pendulum-v1", 128, with_rpo, 0, 1, 1, 1, 0.2)
+    assert task.key() != learning.Task("Pendulum-v1", 128, box, 0, 1, 1, 1, 0.2).key()
+    assert box.kwargs != contender.kwargs  # the preset's options are in the key
     learning.run_task(task)
     assert built_xppo["normalize_values"] and built_xppo["policy_kwargs"]["rpo_alpha"] == 0.5
 
@@ -236,6 +241,24 @@ def test_cache_key(learning, tmp_path):
     assert learning.load_cached(task, str(tmp_path)) is None  # another configuration: run again
     learning.save_run(dict(key=task.key(), final_mean=1.0), task.path(str(tmp_path)))
     assert learning.load_cached(task, str(tmp_path))["final_mean"] == 1.0
+
+
+def test_a_run_is_found_under_any_name_with_its_configuration(learning, tmp_path):
+    """The key is the configuration: the preset finds the runs of the option it is, under its own name."""
+    out = str(tmp_path)
+    option = learning.Task("CartPole-v1", 1000, learning.parse_contender("xppo@normalize_values=True"), 0, 2, 2, 3, 0.2)
+    preset = learning.Task(
+        "CartPole-v1", 1000, learning.for_env(learning.parse_contender("xppo-recommended"), "CartPole-v1"), 0, 2, 2, 3, 0.2
+    )
+    assert preset.key() == option.key() and preset.path(out) != option.path(out)
+    learning.save_run(dict(key=option.key(), contender=option.contender.name, final_mean=2.0), option.path(out))
+    assert learning.load_cached(preset, out) == dict(key=option.key(), contender="xppo-recommended", final_mean=2.0)
+    # another seed, or a stale file of the task's own, is not it
+    assert learning.load_cached(replace(preset, seed=1), out) is None
+    learning.save_run(dict(key="stale", final_mean=3.0), preset.path(out))
+    assert learning.load_cached(preset, out)["final_mean"] == 2.0
+    other = learning.Task("CartPole-v1", 1000, learning.parse_contender("xppo@normalize_values=False"), 0, 2, 2, 3, 0.2)
+    assert learning.load_cached(other, out) is None
 
 
 @pytest.mark.slow

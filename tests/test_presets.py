@@ -1,5 +1,5 @@
-"""``xppo_recommended``: the recommended options for an env's action space, merged with the caller's keywords, and
-the models they build (XPPO, MaskableXPPO, RecurrentXPPO) training, saving and loading."""
+"""``xppo_recommended``: the recommended options, merged with the caller's keywords, and the models they build
+(XPPO, MaskableXPPO, RecurrentXPPO) training, saving and loading."""
 
 import gymnasium as gym
 import numpy as np
@@ -14,27 +14,30 @@ from sb3_xppo.common.value_norm import ValueNormalizer
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, seed=0, device="cpu")
 
 
-def test_box_actions_get_rpo_and_value_normalization():
-    box = spaces.Box(-1, 1, (2,), np.float32)
-    assert xppo_recommended(box) == dict(normalize_values=True, policy_kwargs=dict(rpo_alpha=0.5))
-    assert xppo_recommended("Pendulum-v1") == xppo_recommended(box)  # an env id: its action space
-    assert xppo_recommended(gym.make("Pendulum-v1")) == xppo_recommended(make_vec_env("Pendulum-v1", n_envs=2))
-    assert xppo_recommended("CartPole-v1") == dict(normalize_values=True)
-
-
-@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(4)])
-def test_other_action_spaces_get_value_normalization_only(space):
-    """RPO perturbs a Gaussian's mean: a categorical policy has none."""
+@pytest.mark.parametrize(
+    "space",
+    [spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(3), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(4)],
+)
+def test_every_action_space_gets_value_normalization(space):
     assert xppo_recommended(space) == dict(normalize_values=True)
 
 
-def test_overrides_win_and_policy_kwargs_merge():
+def test_an_env_an_env_id_and_a_vec_env_are_taken():
+    assert xppo_recommended("Pendulum-v1") == dict(normalize_values=True)
+    assert xppo_recommended(gym.make("Pendulum-v1")) == xppo_recommended(make_vec_env("Pendulum-v1", n_envs=2))
+
+
+def test_overrides_win_and_policy_kwargs_pass_through_as_a_fresh_dict():
     box = spaces.Box(-1, 1, (1,), np.float32)
-    options = xppo_recommended(box, n_steps=64, normalize_values=False, policy_kwargs=dict(net_arch=[8], rpo_alpha=0.1))
-    assert options == dict(normalize_values=False, n_steps=64, policy_kwargs=dict(rpo_alpha=0.1, net_arch=[8]))
+    policy_kwargs = dict(net_arch=[8], rpo_alpha=0.1)
+    options = xppo_recommended(box, n_steps=64, normalize_values=False, policy_kwargs=policy_kwargs)
+    assert options == dict(normalize_values=False, n_steps=64, policy_kwargs=dict(net_arch=[8], rpo_alpha=0.1))
+    options["policy_kwargs"]["rpo_alpha"] = 9.0  # the caller's dict is not the result's
+    assert policy_kwargs["rpo_alpha"] == 0.1
+    assert xppo_recommended(box, policy_kwargs=None) == xppo_recommended(box, policy_kwargs={}) == xppo_recommended(box)
     # fresh dicts: a caller editing the result does not edit the preset
-    xppo_recommended(box)["policy_kwargs"]["rpo_alpha"] = 9.0
-    assert xppo_recommended(box) == dict(normalize_values=True, policy_kwargs=dict(rpo_alpha=0.5))
+    xppo_recommended(box)["normalize_values"] = False
+    assert xppo_recommended(box) == dict(normalize_values=True)
 
 
 @pytest.mark.parametrize("bad", [3, None, object()])
@@ -50,7 +53,8 @@ def test_policy_kwargs_must_be_a_dict():
 
 def test_xppo_with_the_preset_trains_saves_and_loads(tmp_path):
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
-    model = XPPO("MlpPolicy", env, **xppo_recommended(env, **TINY))
+    # the earlier preset (RPO on top for Box actions), as its docstring gives it
+    model = XPPO("MlpPolicy", env, **xppo_recommended(env, policy_kwargs=dict(rpo_alpha=0.5), **TINY))
     model.learn(64)
     assert model.normalize_values and isinstance(model.policy.value_net, ValueNormalizer)
     assert model.policy.rpo_alpha == 0.5
@@ -65,5 +69,5 @@ def test_the_contrib_algorithms_take_the_preset():
     masked = InvalidActionEnvDiscrete(dim=4, n_invalid_actions=1)
     MaskableXPPO("MlpPolicy", masked, **xppo_recommended(masked, **TINY)).learn(32)
     recurrent = RecurrentXPPO("MlpLstmPolicy", "Pendulum-v1", **xppo_recommended("Pendulum-v1", **TINY))
-    assert recurrent.policy.rpo_alpha == 0.5 and recurrent.normalize_values
+    assert recurrent.normalize_values and recurrent.policy.rpo_alpha == 0.0
     recurrent.learn(32)
