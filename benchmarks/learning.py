@@ -383,8 +383,8 @@ def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
     env_dir = os.path.dirname(os.path.dirname(own))
     others = sorted(glob.glob(os.path.join(glob.escape(env_dir), "*", seed_file)))
     key = task.key()
-    for path in [own, *(p for p in others if p != own)]:
-        if not os.path.exists(path):
+    for path in dict.fromkeys([own, *others]):
+        if not os.path.exists(path):  # the task's own file, when it has none
             continue
         with open(path) as f:
             run = json.load(f)

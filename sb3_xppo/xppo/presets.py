@@ -44,11 +44,10 @@ def xppo_recommended(env: gym.Env | VecEnv | str | spaces.Space, **overrides: An
             f"{type(env).__name__}"
         )
     options: dict[str, Any] = dict(RECOMMENDED_OPTIONS)
-    if "policy_kwargs" in overrides:
-        policy_kwargs = overrides.pop("policy_kwargs")
-        if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
-            raise TypeError(f"policy_kwargs must be a dict, got {type(policy_kwargs).__name__}")
-        if policy_kwargs:
-            options["policy_kwargs"] = dict(policy_kwargs)
+    policy_kwargs = overrides.pop("policy_kwargs", None)
+    if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
+        raise TypeError(f"policy_kwargs must be a dict, got {type(policy_kwargs).__name__}")
+    if policy_kwargs:
+        options["policy_kwargs"] = dict(policy_kwargs)
     options.update(overrides)
     return options
