@@ -1,6 +1,6 @@
 """
 Environment steps for a student to reach 95% of a teacher's return: PPO with a DaggerCallback against PPO from
-scratch, in one run (Ross et al. 2011, DAgger). The target (DESIGN.md): the student needs <= 1/10 of the steps.
+scratch, in one run (Ross et al. 2011, DAgger). The target (docs/guide/development.md): the student needs <= 1/10 of the steps.
 
 - teacher: SB3 PPO with rl-zoo3's tuned hyperparameters for the env, trained once and cached under
   ``benchmarks/results/tmp/`` (``--retrain-teacher`` trains it again, ``--teacher PATH`` uses yours); its return

@@ -251,7 +251,7 @@ def expand_contenders(spec: str) -> list[Contender]:
                 f"xppo-{a}-{v}-{norm}"
                 for a in ACTORS
                 for v in GRID_VALUES
-                # clip + mse + minibatch normalization is PPO itself (same parameters after learn(), API.md)
+                # clip + mse + minibatch normalization is PPO itself (same parameters after learn(), docs/guide/xppo.md)
                 if (a, v, norm) != ("clip", "mse", "mb")
             ]
         elif item == "improvements":

@@ -299,7 +299,7 @@ def main() -> None:
             )
         )
         print(f"{name:<24} {best * 1e3:9.2f} {median * 1e3:10.2f} {best / reference:6.3f}x {cpu_ratio:9.3f}x {paired:7.3f}x")
-    # Multi-critic against single-critic XPPO (DESIGN.md's target: <= 1.15x with 4 groups)
+    # Multi-critic against single-critic XPPO (the target in docs/guide/development.md: <= 1.15x with 4 groups)
     multi_critic = {}
     for name, samples in times.items():
         if "critics" in name:

@@ -35,7 +35,7 @@ breakdown of where the time goes and the env-only limit beside it.
   subprocesses, which the zoo entries here do not use); ``--clock wall`` with ``time.perf_counter``.
 - **Exactness**: the parameters of PPO and XPPO after the first repetition (same seed) are compared: ``bit_exact``
   and the largest absolute difference.
-- **Targets** (DESIGN.md): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on LunarLander-v3.
+- **Targets** (docs/guide/development.md): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on LunarLander-v3.
 - **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
   against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
   (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
@@ -91,7 +91,7 @@ RESULTS = os.path.join(BENCHMARKS, "results")
 DEFAULT_ENVS = ("CartPole-v1", "LunarLander-v3", "Pendulum-v1")
 #: Rollouts per run when ``--rollouts`` is not given: a few seconds of ``learn()`` each (a CartPole rollout is 256 steps)
 DEFAULT_ROLLOUTS = {"CartPole-v1": 40, "LunarLander-v3": 2, "LunarLanderContinuous-v3": 2, "Pendulum-v1": 3}
-#: XPPO / PPO env-steps/s that DESIGN.md asks for
+#: XPPO / PPO env-steps/s that docs/guide/development.md sets as targets
 TARGETS = {"CartPole-v1": 1.5, "LunarLander-v3": 1.25}
 
 #: The pieces of the breakdown, in plot order, and their labels

@@ -1,7 +1,8 @@
-"""Plain-Python-loop references of the functional core, written from the formulas in API.md, one element at a time."""
+"""Plain-Python-loop references of the functional core, written from the formulas of the docstrings, one element at a time."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 
@@ -96,3 +97,71 @@ def value_loss_loop(v, old, ret, clip, kind="clipped"):
             else:
                 out.append(min((vi - ri) ** 2, (vi - rc) ** 2))
     return out
+
+
+def combine_grouped_loop(adv, group_dim, mask=None, weights=None, normalize=True, reduce="mean", eps=1e-5):
+    """
+    ``combine_grouped_advantages`` of a nested list ``adv``, one element at a time.
+
+    ``mask`` is a nested list of the non-group dims or of the full shape (None: all present); ``reduce`` is
+    ``'mean'``, ``'sum'``, ``'max'``, ``'min'`` or a function of one sample's list of ``g`` weighted values (absent
+    groups 0). Returns the nested list of the non-group dims.
+    """
+    shape = []
+    x = adv
+    while isinstance(x, list):
+        shape.append(len(x))
+        x = x[0]
+    axis = group_dim % len(shape)
+    g = shape[axis]
+    rest = shape[:axis] + shape[axis + 1 :]
+    weights = [1.0] * g if weights is None else list(weights)
+
+    def at(nested, index):
+        for i in index:
+            nested = nested[i]
+        return nested
+
+    full = mask is not None and _depth(mask) == len(shape)
+
+    def present(k, index):
+        if mask is None:
+            return True
+        return at(mask, index[:axis] + (k,) + index[axis:] if full else index) != 0
+
+    samples = list(itertools.product(*(range(d) for d in rest)))
+    values = [[at(adv, s[:axis] + (k,) + s[axis:]) for s in samples] for k in range(g)]
+    ms = [[1.0 if present(k, s) else 0.0 for s in samples] for k in range(g)]
+    if normalize:
+        values = [zscore_loop([v if m else 0.0 for v, m in zip(values[k], ms[k])], ms[k], eps) for k in range(g)]
+    out = []
+    for i in range(len(samples)):
+        here = [k for k in range(g) if ms[k][i]]
+        weighted = [weights[k] * values[k][i] if ms[k][i] else 0.0 for k in range(g)]
+        if callable(reduce):
+            out.append(reduce(weighted))
+        elif not here:
+            out.append(0.0)
+        elif reduce == "mean":
+            out.append(sum(weighted[k] for k in here) / sum(weights[k] for k in here))
+        elif reduce == "sum":
+            out.append(sum(weighted[k] for k in here))
+        else:
+            out.append((max if reduce == "max" else min)(weighted[k] for k in here))
+    return _nest(out, rest)
+
+
+def _depth(nested):
+    depth = 0
+    while isinstance(nested, list):
+        depth += 1
+        nested = nested[0]
+    return depth
+
+
+def _nest(flat, shape):
+    """The flat row-major list ``flat`` as a nested list of ``shape``."""
+    if not shape:
+        return flat[0]
+    step = len(flat) // shape[0]
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]

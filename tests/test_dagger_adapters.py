@@ -13,15 +13,11 @@ from stable_baselines3.common.envs import IdentityEnv, IdentityEnvBox, IdentityE
 from stable_baselines3.common.utils import obs_as_tensor
 
 from sb3_xppo import XPPO, best_action
-from sb3_xppo.dagger_distill.adapters import (
-    PolicyAdapter,
-    action_to_tree,
-    load_sb3_model,
-    same_action_space,
-    teacher_obs_keys,
-    tree_to_action,
-)
+from sb3_xppo.dagger_distill.actions import action_to_tree, same_action_space, tree_to_action
+from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
+from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter
 from sb3_xppo.dagger_distill.pytree import tree_leaves
+from sb3_xppo.dagger_distill.teacher_obs import teacher_obs_keys
 
 
 def kw(**extra):

@@ -16,11 +16,13 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnvWrapper
 from torch.distributions import Categorical
 
-from sb3_xppo import XPPO, DaggerCallback, best_action, kl_loss
+from sb3_xppo import XPPO, DaggerCallback, MaskableXPPO, RecurrentXPPO, best_action, kl_loss
 from sb3_xppo.dagger_distill import StudentObsWrapper
-from sb3_xppo.dagger_distill.adapters import PolicyAdapter
+from sb3_xppo.dagger_distill.masks import actions_allowed
+from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter
 
 
 def small(**extra):
@@ -139,37 +141,135 @@ def test_weight_zero_and_rl_coef_one_is_plain_ppo():
     assert th.equal(run(DaggerCallback(teacher, weight=0.0)), run(None))
 
 
-class _RolloutCheck(BaseCallback):
-    """At each rollout's end: the stored actions and log-probabilities against the teacher and the student."""
+MASKED_DIM = 8  # InvalidActionEnvDiscrete: 3 of the 7 actions that are not the state are forbidden at each step
 
-    def __init__(self, teacher) -> None:
+
+def _masked_env(n_envs: int = 2):
+    return make_vec_env(lambda: InvalidActionEnvDiscrete(dim=MASKED_DIM, n_invalid_actions=3), n_envs=n_envs, seed=0)
+
+
+def _next_action_teacher(obs: th.Tensor) -> Categorical:
+    """A callable teacher answering ``(obs + 1) % 8`` whatever the masks: forbidden with probability 3/7."""
+    labels = (obs.long().reshape(-1) + 1) % MASKED_DIM
+    return Categorical(logits=3.0 * th.nn.functional.one_hot(labels, MASKED_DIM).float())
+
+
+class _Executed(VecEnvWrapper):
+    """Records the actions the env executes."""
+
+    def __init__(self, venv) -> None:
+        super().__init__(venv)
+        self.actions: list[np.ndarray] = []
+
+    def reset(self):
+        return self.venv.reset()
+
+    def step_async(self, actions) -> None:
+        self.actions.append(np.array(actions))
+        self.venv.step_async(actions)
+
+    def step_wait(self):
+        return self.venv.step_wait()
+
+
+class _RolloutCheck(BaseCallback):
+    """
+    At each rollout's end, with beta = 1: each executed action is the teacher's where the step's masks allow it (else
+    an allowed action of the student's), and the stored log-probability is the student's own of the executed action.
+    """
+
+    def __init__(self, teacher, env: _Executed) -> None:
         super().__init__()
-        self.teacher = teacher
-        self.checked = 0
+        self.teacher, self.env, self.checked = teacher, env, 0
 
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_end(self) -> None:
-        buffer = self.model.rollout_buffer
-        obs = th.as_tensor(buffer.observations.reshape(-1, *buffer.obs_shape))
-        actions = th.as_tensor(buffer.actions.reshape(-1))
+        buffer, space = self.model.rollout_buffer, self.model.action_space
+        n = buffer.buffer_size * buffer.n_envs
+        obs = th.as_tensor(buffer.observations.reshape(n, *buffer.obs_shape))
+        actions = th.as_tensor(buffer.actions.reshape(n, -1))
+        executed = th.as_tensor(np.stack(self.env.actions[-buffer.buffer_size :]).reshape(n, -1)).to(actions.dtype)
+        masks = th.as_tensor(buffer.action_masks.reshape(n, -1)) if hasattr(buffer, "action_masks") else None
         with th.no_grad():
-            teacher_actions = best_action(PolicyAdapter(self.teacher.policy)(obs))
-            _, log_prob, _ = self.model.policy.evaluate_actions(obs, actions)
-        # beta = 1: every executed action is the teacher's; the stored log-prob is the student's own
-        assert th.equal(actions.long(), teacher_actions)
-        assert th.allclose(th.as_tensor(buffer.log_probs.reshape(-1)), log_prob, atol=1e-5)
+            teacher = best_action(self.teacher(obs)).reshape(n, -1).to(actions.dtype)
+            if isinstance(space, spaces.Box):
+                teacher = teacher.clamp(th.as_tensor(space.low), th.as_tensor(space.high))
+            evaluated = actions.long().flatten() if isinstance(space, spaces.Discrete) else actions
+            extra = {} if masks is None else dict(action_masks=masks)
+            _, log_prob, _ = self.model.policy.evaluate_actions(obs, evaluated, **extra)
+        assert th.equal(executed, actions)
+        allowed = th.ones(n, dtype=th.bool) if masks is None else actions_allowed(masks, teacher, space)
+        assert allowed.any() and th.allclose(actions[allowed], teacher[allowed], atol=1e-6)
+        if masks is not None:  # a forbidden teacher action is never executed
+            assert (~allowed).any() and actions_allowed(masks, actions, space).all()
+        np.testing.assert_allclose(buffer.log_probs.reshape(n), log_prob.numpy(), atol=1e-5)
         self.checked += 1
 
 
-def test_xppo_beta_one_stores_the_teachers_actions_with_the_students_log_probs():
-    teacher = PPO("MlpPolicy", "CartPole-v1", seed=5, **small())  # any fixed policy will do
-    student = XPPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64, batch_size=64, seed=0, **small())
-    check = _RolloutCheck(teacher)
+@pytest.mark.parametrize(
+    "algo, env_id",
+    [(XPPO, "CartPole-v1"), (PPO, "CartPole-v1"), (XPPO, "Pendulum-v1"), (MaskableXPPO, None), (MaskablePPO, None)],
+)
+def test_beta_one_executes_the_teachers_actions_with_the_students_log_probs(algo, env_id):
+    """Through XPPO's action hook and a stock student's patch alike."""
+    if env_id is None:
+        env, teacher, labels = _Executed(_masked_env()), _next_action_teacher, _next_action_teacher
+    else:
+        env = _Executed(make_vec_env(env_id, n_envs=2, seed=0))
+        teacher = PPO("MlpPolicy", env_id, seed=5, **small())  # any fixed policy will do
+        labels = PolicyAdapter(teacher.policy)
+    student = algo("MlpPolicy", env, n_steps=64, batch_size=64, seed=0, **small())
+    check = _RolloutCheck(labels, env)
     student.learn(256, callback=[DaggerCallback(teacher, beta=1.0), check])
     assert check.checked == 2
-    assert len(student._loss_hooks) == 0 and "forward" not in vars(student.policy)
+    assert not {"forward", "collect_rollouts", "train"} & (set(vars(student.policy)) | set(vars(student)))
+    assert not getattr(student, "_action_hooks", None) and not getattr(student, "_loss_hooks", None)
+
+
+class _AttributesHold(BaseCallback):
+    """At every rollout step and every train() minibatch: the model and its policy have the attributes they had before."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.before = self.attributes(model)
+        self.steps = self.minibatches = 0
+        self.handle = model.register_loss_hook(self.loss_hook)
+
+    @staticmethod
+    def attributes(model) -> tuple[set[str], set[str]]:
+        return set(vars(model)), set(vars(model.policy))
+
+    def _on_step(self) -> bool:
+        assert self.attributes(self.model) == self.before
+        assert len(self.model._action_hooks) == 1  # the DaggerCallback's
+        self.steps += 1
+        return True
+
+    def loss_hook(self, model, rollout_data, loss):
+        assert self.attributes(model) == self.before
+        self.minibatches += 1
+        return loss
+
+
+@pytest.mark.parametrize("algo", [XPPO, MaskableXPPO, RecurrentXPPO])
+def test_xppo_students_are_steered_through_their_hooks_alone(algo):
+    """No attribute of an XPPO student or its policy is set during learn(): the callback acts through the model's hooks."""
+    if algo is MaskableXPPO:
+        env, teacher, kwargs = _masked_env(), _next_action_teacher, small()
+    else:
+        env, teacher = make_vec_env("CartPole-v1", n_envs=2, seed=0), PPO("MlpPolicy", "CartPole-v1", seed=5, **small())
+        kwargs = small() if algo is XPPO else dict(policy_kwargs=dict(net_arch=[16], lstm_hidden_size=16), device="cpu")
+    policy = "MlpLstmPolicy" if algo is RecurrentXPPO else "MlpPolicy"
+    student = algo(policy, env, n_steps=32, batch_size=32, seed=0, **kwargs)
+    student.learn(64)  # every attribute learn() sets exists
+    check = _AttributesHold(student)
+    student.learn(256, callback=[DaggerCallback(teacher, beta=0.5), check])
+    assert check.steps == 128 and check.minibatches > 0
+    check.handle.remove()
+    assert check.attributes(student) == check.before
+    assert len(student._action_hooks) == 0 and len(student._loss_hooks) == 0
 
 
 @pytest.mark.slow
@@ -259,7 +359,7 @@ def test_maskable_ppo_student_with_a_callable_teacher():
 
 
 def test_maskable_allowed_actions_by_hand():
-    from sb3_xppo.dagger_distill.adapters import actions_allowed as _allowed
+    from sb3_xppo.dagger_distill.masks import actions_allowed as _allowed
 
     masks = np.array([[1, 0, 1, 1, 0], [0, 1, 1, 0, 1]])  # MultiDiscrete([2, 3]): blocks of 2 and 3
     actions = th.tensor([[0, 1], [1, 2]])

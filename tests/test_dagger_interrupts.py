@@ -1,4 +1,7 @@
-"""DaggerCallback leaves the model exactly as it was on every way out of learn(): interrupts, errors, reuse."""
+"""
+DaggerCallback leaves the model as it was on every way out of learn(): interrupts, errors, reuse. A stock student's
+patch is removed by its guards; an XPPO student is never patched, and the hooks an exception leaves are inert.
+"""
 
 import pytest
 import torch as th
@@ -83,19 +86,26 @@ def make(algo, n_envs: int = 2):
 
 
 def snapshot(model) -> dict:
-    """The model's and policy's own attributes (names, and the objects behind the methods learn() calls)."""
+    """The model's and policy's own attributes (names, and the objects behind the methods learn() calls), and hooks."""
     return dict(
         model=set(vars(model)),
         policy=set(vars(model.policy)),
         methods={name: vars(model).get(name) for name in ("collect_rollouts", "train", "dump_logs", "_sample_action")},
         forward=vars(model.policy).get("forward"),
-        hooks=len(getattr(model, "_loss_hooks", {})),
+        hooks=(len(getattr(model, "_loss_hooks", {})), len(getattr(model, "_action_hooks", {}))),
     )
 
 
+def attributes(snap: dict) -> dict:
+    return {key: value for key, value in snap.items() if key != "hooks"}
+
+
 def assert_untouched(model, before: dict, spy: _Spy) -> None:
-    assert snapshot(model) == before
-    # A later plain learn() never consults the teacher, and the model is still as before afterwards
+    """
+    After a learn() that raised: the model's and policy's attributes are as before; the hooks an XPPO student may
+    still hold are inert (a later plain learn() never consults the teacher) and gone after that learn()'s first step.
+    """
+    assert attributes(snapshot(model)) == attributes(before)
     calls = spy.calls
     model.learn(64)
     assert spy.calls == calls
@@ -142,18 +152,24 @@ def test_an_error_inside_train():
     assert_untouched(model, before, spy)
 
 
-def test_an_error_in_another_callbacks_training_start_leaves_inert_guards():
+@pytest.mark.parametrize("algo", [PPO, XPPO])
+def test_an_error_in_another_callbacks_training_start_leaves_inert_leftovers(algo):
     """
-    The one exit no guard sees: learn() itself raises (a later callback's on_training_start). The guards left on the
-    model change nothing: the next plain learn() neither acts with nor trains on the teacher, and removes them.
+    The one exit no guard sees: learn() itself raises (a later callback's on_training_start). What it leaves (a stock
+    student's patch, an XPPO student's hooks) changes nothing: the policy acts as its own, the next plain learn()
+    neither acts with nor trains on the teacher, and removes it.
     """
-    model, _ = make(XPPO)
+    model, env = make(algo)
     before = snapshot(model)
     spy = _Spy()
     with pytest.raises(RuntimeError, match="raised in training_start"):
         model.learn(512, callback=[DaggerCallback(spy, beta=1.0), _Raise("training_start")])
-    assert "forward" not in vars(model.policy) and len(model._loss_hooks) == 0
-    calls = spy.calls
+    if algo is XPPO:
+        assert attributes(snapshot(model)) == attributes(before)
+    calls = spy.calls  # (the callback's check of the teacher, before training starts)
+    obs = th.as_tensor(env.reset())
+    actions = model.policy(obs, deterministic=True)[0]
+    assert spy.calls == calls and th.equal(actions, model.policy.get_distribution(obs).mode())
     model.learn(64)
     assert spy.calls == calls
     assert snapshot(model) == before
@@ -198,9 +214,10 @@ def test_the_same_callback_again_after_an_interrupt_and_on_another_model():
     assert callback.model is other and snapshot(other) == other_before and snapshot(model) == before
 
 
-def test_the_same_callback_in_a_nested_learn_is_a_clear_error():
-    model, _ = make(PPO)
-    other, _ = make(PPO)
+@pytest.mark.parametrize("algo", [PPO, XPPO])
+def test_the_same_callback_in_a_nested_learn_is_a_clear_error(algo):
+    model, _ = make(algo)
+    other, _ = make(algo)
     before, other_before = snapshot(model), snapshot(other)
     callback = DaggerCallback(_Spy(), beta=0.5)
 
@@ -228,6 +245,7 @@ def test_checkpoints_saved_during_learn_hold_no_guard(tmp_path, algo):
     assert len(saved) >= 4
     loaded = algo.load(saved[1], env=make_vec_env(env_id))
     assert not {"collect_rollouts", "train", "dump_logs", "_sample_action", "_excluded_save_params"} & set(vars(loaded))
+    assert not getattr(loaded, "_loss_hooks", None) and not getattr(loaded, "_action_hooks", None)
     calls = teacher.calls
     loaded.learn(32)
     assert teacher.calls == calls

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
-from reference import gae_loop, returns_loop, zscore_loop
+from reference import combine_grouped_loop, gae_loop, returns_loop
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo import GAE, calc_gae, calc_returns, combine_grouped_advantages, dones_to_masks
@@ -334,22 +334,66 @@ def test_combine_grouped_advantages_by_hand():
     )
 
 
-@pytest.mark.parametrize("reduce", ["mean", "sum", "max", "min"])
-@pytest.mark.parametrize("layout", ["bgn", "bng"])
-def test_combine_matches_loop_with_mask(reduce, layout):
-    b, g, n = 3, 4, 7
-    adv = rand(b, g, n)
-    mask = th.rand(b, n, generator=th.Generator().manual_seed(1)) > 0.3
-    weights = [0.5, 1.0, 2.0, 0.25]
-    inp = adv if layout == "bgn" else adv.transpose(1, 2)
-    out = combine_grouped_advantages(inp, weights=weights, mask=mask, reduce=reduce, group_dim=-2 if layout == "bgn" else -1)
-    flat_mask = mask.flatten().float().tolist()
-    groups = [zscore_loop(adv[:, k].flatten().tolist(), flat_mask) for k in range(g)]
-    expected = []
-    for i in range(b * n):
-        vals = [weights[k] * groups[k][i] for k in range(g)]
-        expected.append({"mean": sum(vals) / sum(weights), "sum": sum(vals), "max": max(vals), "min": min(vals)}[reduce])
-    assert th.allclose(out.flatten(), th.tensor(expected), atol=1e-5)
+def test_combine_mean_with_a_mask_of_the_non_group_dims_by_hand():
+    # (b=2, g=4, n=3), group_dim=1, mask (b n): group k is (k + 1) * base, whose valid entries have mean 0 and variance 1
+    base = th.tensor([[-1.0, 1.0, 7.0], [1.0, -1.0, 7.0]])
+    mask = th.tensor([[True, True, False], [True, True, False]])
+    adv = th.stack([(k + 1) * base for k in range(4)], dim=1)
+    expected = base * mask
+    raw = combine_grouped_advantages(adv, normalize=False, group_dim=1, mask=mask)
+    th.testing.assert_close(raw, 2.5 * expected)  # (1 + 2 + 3 + 4) / 4, not their sum
+    th.testing.assert_close(
+        combine_grouped_advantages(adv, normalize=False, group_dim=1, mask=mask, reduce="sum"), 10 * expected
+    )
+    weighted = combine_grouped_advantages(adv, weights=[1.0, 2.0, 3.0, 4.0], normalize=False, group_dim=1, mask=mask)
+    th.testing.assert_close(weighted, 3.0 * expected)  # (1 + 4 + 9 + 16) / 10
+    # every group z-scores to base (up to eps): the mean of 4 equal groups is one of them
+    z = combine_grouped_advantages(adv, group_dim=1, mask=mask)
+    th.testing.assert_close(z, expected, atol=1e-5, rtol=0)
+
+
+COMBINE_CASES = list(
+    itertools.product(
+        ["mean", "sum", "max", "min", "callable"],
+        [None, "non-group", "grouped"],
+        [None, [0.5, 1.0, 2.0, 0.25]],
+        [True, False],
+        [-2, 1, -1, 0],
+    )
+)
+
+
+@pytest.mark.parametrize("reduce, mask_kind, weights, normalize, group_dim", COMBINE_CASES)
+def test_combine_matches_loop(reduce, mask_kind, weights, normalize, group_dim):
+    shape = [3, 5, 6]
+    shape[group_dim] = 4  # g
+    adv = rand(*shape)
+    rest = [d for i, d in enumerate(shape) if i != group_dim % 3]
+    mask = None  # else a mask of the non-group dims, or of the full grouped shape (the two the function takes)
+    if mask_kind == "non-group":
+        mask = rand(*rest, seed=1) > -0.5
+    elif mask_kind == "grouped":
+        mask = rand(*shape, seed=1) > -0.5
+        mask.movedim(group_dim, 0)[:, 0, 0] = False  # a sample with no group present
+        mask.movedim(group_dim, 0)[2, 1] = False  # a group absent from a row of samples
+    if mask is not None:
+        # what a masked-out entry holds never matters
+        adv = adv.masked_fill(~(mask.unsqueeze(group_dim) if mask_kind == "non-group" else mask), th.nan)
+    fn, loop_fn = reduce, reduce
+    if reduce == "callable":
+        fn = lambda t: (t * t).sum(0) - 2 * t[-1]  # noqa: E731
+        loop_fn = lambda vals: sum(v * v for v in vals) - 2 * vals[-1]  # noqa: E731
+    out = combine_grouped_advantages(adv, weights=weights, normalize=normalize, group_dim=group_dim, mask=mask, reduce=fn)
+    expected = combine_grouped_loop(
+        adv.tolist(),
+        group_dim,
+        mask=None if mask is None else mask.float().tolist(),
+        weights=weights,
+        normalize=normalize,
+        reduce=loop_fn,
+    )
+    assert out.shape == tuple(rest) and len(expected) == rest[0]
+    th.testing.assert_close(out, th.tensor(expected), atol=1e-5, rtol=1e-5)
 
 
 def test_mean_is_invariant_to_the_weights_scale():

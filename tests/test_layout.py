@@ -1,5 +1,5 @@
-"""The package's layers (DESIGN.md): imports point down only, function-level ones included; names that saved models
-refer to stay importable, and a checkpoint saved before the re-layout loads and trains."""
+"""The package's layers (docs/guide/development.md, Layout): imports point down only, function-level ones included;
+names that saved models refer to stay importable, and a checkpoint saved before the re-layout loads and trains."""
 
 from __future__ import annotations
 
@@ -79,6 +79,35 @@ def test_layer_check_can_fail(tmp_path):
     path = tmp_path / "bad.py"
     path.write_text("def f():\n    from sb3_xppo.core import XPPOCoreMixin\n")
     assert imports_of(path) == [(2, "sb3_xppo.core")]
+
+
+#: the rooms that may import the rl-zoo3 integration (``sb3_xppo.zoo``, which imports rl-zoo3 and optuna): the
+#: command-line entry points and the zoo package itself
+ZOO_IMPORTERS = {"zoo", "train", "enjoy"}
+
+
+def zoo_imports_elsewhere(modules: list[tuple[str, pathlib.Path]]) -> list[str]:
+    """:return: every import of ``sb3_xppo.zoo`` (or one of its modules) by a module outside :data:`ZOO_IMPORTERS`"""
+    return [
+        f"{module}:{line} imports {imported}"
+        for module, path in modules
+        if room_of(module) not in ZOO_IMPORTERS
+        for line, imported in imports_of(path)
+        if room_of(imported) == "zoo"
+    ]
+
+
+def test_only_the_entry_points_import_the_zoo():
+    assert zoo_imports_elsewhere(package_modules()) == []
+
+
+def test_zoo_check_can_fail(tmp_path):
+    """Negative control: a function-level import of one of the zoo's modules, outside the entry points, is found."""
+    path = tmp_path / "bad.py"
+    path.write_text("def f():\n    from sb3_xppo.zoo.registration import register\n")
+    assert zoo_imports_elsewhere([("sb3_xppo.bad", path), ("sb3_xppo.train", path)]) == [
+        "sb3_xppo.bad:2 imports sb3_xppo.zoo.registration"
+    ]
 
 
 def test_pickled_names_keep_their_paths():

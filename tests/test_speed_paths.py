@@ -3,7 +3,6 @@ The exact fast paths of XPPO's learn() (sb3_xppo/core/fast_paths.py, the tensor 
 sb3_xppo/common/buffers.py): the same numbers as torch's and SB3's own code, and nothing left changed after them.
 """
 
-import copy
 from typing import Any
 
 import gymnasium as gym
@@ -16,12 +15,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch.distributions import Distribution
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-import sb3_xppo.core.algorithm as algorithm
 import sb3_xppo.core.fast_paths as fast_paths
 from sb3_xppo import XPPO, MaskableXPPO, RecurrentXPPO
 from sb3_xppo.common.buffers import (
@@ -31,7 +28,8 @@ from sb3_xppo.common.buffers import (
     XPPORolloutBuffer,
 )
 from sb3_xppo.common.grad_norms import clip_grad_norm_per_part
-from sb3_xppo.core.fast_paths import ALIGNMENT, FlatAdam, flat_adam_is_exact, validation_off
+from sb3_xppo.common.policies import XPPOActorCriticPolicy
+from sb3_xppo.core.fast_paths import ALIGNMENT, FlatAdam, flat_adam_is_exact
 
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, policy_kwargs=dict(net_arch=[16]), device="cpu", seed=0)
 
@@ -51,20 +49,6 @@ def default_validation():
 # --- argument validation ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("users_setting", [True, False])
-def test_validation_off_restores_the_users_setting(default_validation, users_setting):
-    Distribution.set_default_validate_args(users_setting)
-    with validation_off():
-        assert Distribution._validate_args is False
-        with validation_off():
-            pass
-        assert Distribution._validate_args is False
-    assert Distribution._validate_args is users_setting
-    with pytest.raises(RuntimeError, match="boom"), validation_off():
-        raise RuntimeError("boom")
-    assert Distribution._validate_args is users_setting
-
-
 def test_finite_check_errs_on_the_checked_side():
     assert fast_paths.tensor_finite(th.tensor([1.0, -2.0])) and fast_paths.tensor_finite(th.tensor([1, 2]))
     assert not fast_paths.tensor_finite(th.tensor([1.0, np.nan])) and not fast_paths.tensor_finite(th.tensor([np.inf]))
@@ -74,17 +58,39 @@ def test_finite_check_errs_on_the_checked_side():
     assert not fast_paths.all_finite({"a": th.zeros(2), "b": th.tensor([np.nan])}) and not fast_paths.all_finite(None)
 
 
-class Recorder(ActorCriticPolicy):
-    """SB3's policy, recording the validation setting and grad mode its forward and evaluate_actions see."""
+@pytest.mark.parametrize(
+    "space", [spaces.Box(-1, 1, (2,)), spaces.Discrete(3), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(2)]
+)
+@pytest.mark.parametrize("use_sde", [False, True])
+def test_trusted_distributions_are_sb3s_without_checks(default_validation, space, use_sde):
+    Distribution.set_default_validate_args(True)
+    if use_sde and not isinstance(space, spaces.Box):
+        pytest.skip("gSDE is for Box actions")
+    policy = XPPOActorCriticPolicy(spaces.Box(-1, 1, (4,)), space, lambda _: 1e-3, net_arch=[8], use_sde=use_sde)
+    obs = th.randn(5, 4)
+    checked = policy.get_distribution(obs)
+    with policy.trusted_inputs():
+        trusted = policy.get_distribution(obs)
+    assert policy.validate_distributions is True
+    torch_dists = trusted.distribution if isinstance(trusted.distribution, list) else [trusted.distribution]
+    assert all(d._validate_args is False for d in torch_dists)
+    assert Distribution._validate_args is True  # torch's process-wide default is never written
+    actions = checked.sample()
+    assert th.equal(trusted.log_prob(actions), checked.log_prob(actions))
+    assert th.equal(trusted.entropy(), checked.entropy()) if checked.entropy() is not None else True
+
+
+class Recorder(XPPOActorCriticPolicy):
+    """XPPO's policy, recording whether its distributions validate and the grad mode of forward / evaluate_actions."""
 
     seen: dict[str, list[Any]]
 
     def forward(self, obs: th.Tensor, deterministic: bool = False) -> Any:
-        self.seen.setdefault("forward", []).append((Distribution._validate_args, th.is_grad_enabled()))
+        self.seen.setdefault("forward", []).append((self.validate_distributions, th.is_grad_enabled()))
         return super().forward(obs, deterministic)
 
     def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor) -> Any:
-        self.seen.setdefault("evaluate_actions", []).append(Distribution._validate_args)
+        self.seen.setdefault("evaluate_actions", []).append(self.validate_distributions)
         return super().evaluate_actions(obs, actions)
 
 
@@ -106,66 +112,55 @@ class CallsThePolicy(BaseCallback):
 
 
 @pytest.mark.parametrize("check_finite", [True, False])
-def test_policy_calls_without_validation_callbacks_as_the_user_set(default_validation, check_finite):
+@pytest.mark.parametrize("fast", [True, False])
+def test_policy_calls_without_validation_only_where_trusted(default_validation, check_finite, fast):
     Distribution.set_default_validate_args(True)
     Recorder.seen = {}
-    model = XPPO(Recorder, make_vec_env("CartPole-v1", n_envs=2, seed=0), **TINY)
+    model = XPPO(Recorder, make_vec_env("CartPole-v1", n_envs=2, seed=0), fast_paths=fast, **TINY)
     model.check_finite = check_finite
     callback = CallsThePolicy()
     model.learn(64, callback=callback)
     loop = [validate for validate, grad in Recorder.seen["forward"] if not grad]
     from_callback = [validate for validate, grad in Recorder.seen["forward"] if grad]
+    trusted = fast and check_finite
     # the rollout's and the minibatches' policy calls skip the checks when the finite checks guard their inputs
-    assert loop and set(loop) == {not check_finite}
-    assert set(Recorder.seen["evaluate_actions"]) == {not check_finite}
-    # callbacks, and the policy calls they make, see the user's setting (and plain tensors)
+    assert loop and set(loop) == {not trusted}
+    assert set(Recorder.seen["evaluate_actions"]) == {not trusted}
+    # callbacks, and the policy calls they make, see the checks (and plain tensors)
     assert from_callback and set(from_callback) == {True} and set(callback.validation) == {True}
     # a policy with a module of the user's own (here the policy class) is not run under inference mode
     assert set(callback.inference) == {False}
     assert Distribution._validate_args is True
+    assert model.policy.validate_distributions is True
     assert not {"forward", "predict_values"} & set(vars(model.policy))
 
 
 @pytest.mark.parametrize("algo", [XPPO, MaskableXPPO, RecurrentXPPO])
-def test_collection_runs_in_inference_mode_and_leaves_nothing_behind(default_validation, algo):
+@pytest.mark.parametrize("fast", [True, False])
+def test_collection_runs_in_inference_mode_and_leaves_nothing_behind(default_validation, algo, fast):
     Distribution.set_default_validate_args(True)
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     policy = "MlpLstmPolicy" if algo is RecurrentXPPO else "MlpPolicy"
-    model = algo(policy, env, **TINY)
+    model = algo(policy, env, fast_paths=fast, **TINY)
     seen = []
 
     class Spy(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            self.before = dict(vars(self.model)), dict(vars(self.model.policy))
+
         def _on_step(self) -> bool:
             seen.append((self.locals["values"].is_inference(), Distribution._validate_args))
+            # the rollout sets no attribute of the model or its policy (no method replaced)
+            assert vars(self.model).keys() == self.before[0].keys() and vars(self.model.policy) == self.before[1]
             return True
 
     if algo is MaskableXPPO:
         model.learn(64, callback=Spy(), use_masking=False)
     else:
         model.learn(64, callback=Spy())
-    assert set(seen) == {(True, True)}  # the library policy's forward ran under inference mode; callbacks validate
+    # with the fast paths, the library policy's forward ran under inference mode; callbacks validate either way
+    assert set(seen) == {(fast, True)}
     assert Distribution._validate_args is True
-    assert not {"forward", "predict_values"} & set(vars(model.policy))
-
-
-def test_policy_copied_during_collection_calls_its_own_methods():
-    copies = []
-
-    class Copier(BaseCallback):
-        def _on_step(self) -> bool:
-            if not copies:
-                copies.append(copy.deepcopy(self.model.policy))
-            return True
-
-    model = XPPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2, seed=0), **TINY)
-    model.learn(32, callback=Copier())
-    (policy,) = copies
-    with th.no_grad():
-        for p in policy.parameters():
-            p.add_(1.0)
-        obs = th.ones(3, 4)
-        assert th.equal(policy(obs, deterministic=True)[1], ActorCriticPolicy.forward(policy, obs, deterministic=True)[1])
-        assert not th.equal(policy(obs)[1], model.policy(obs)[1])
 
 
 class OwnExtractor(BaseFeaturesExtractor):
@@ -201,49 +196,30 @@ class NaNObservationAt(gym.Wrapper):
         return obs * np.nan if self.steps == self.at else obs, reward, terminated, truncated, info
 
 
-class PlainPolicyCalls:
-    """FastPolicyCalls doing nothing: SB3's own policy calls, the reference."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> "PlainPolicyCalls":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def callback(self, callback: Any) -> Any:
-        return callback
-
-
-def stopped_at(monkeypatch, plain: bool, make_bad: Any = None) -> tuple[str, int]:
-    if plain:
-        monkeypatch.setattr(algorithm, "FastPolicyCalls", PlainPolicyCalls)
+def stopped_at(plain: bool, make_bad: Any = None) -> tuple[str, int]:
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0, wrapper_class=NaNObservationAt, wrapper_kwargs=dict(at=7))
-    model = XPPO("MlpPolicy", env, **TINY)
+    model = XPPO("MlpPolicy", env, fast_paths=not plain, **TINY)
     if make_bad is not None:
         make_bad(model)
     with pytest.raises(ValueError) as error:
         model.learn(64)
-    monkeypatch.undo()
     return str(error.value), model.num_timesteps
 
 
-def test_a_non_finite_observation_meets_the_distributions_checks_as_before(monkeypatch):
+def test_a_non_finite_observation_meets_the_distributions_checks_as_before():
     # A Gaussian policy would act on a NaN observation without its checks: the rollout stops where SB3's does
-    assert stopped_at(monkeypatch, plain=False) == stopped_at(monkeypatch, plain=True)
-    message, steps = stopped_at(monkeypatch, plain=False)
+    assert stopped_at(plain=False) == stopped_at(plain=True)
+    message, steps = stopped_at(plain=False)
     assert "non-finite observation" in message and steps == 7
 
 
-def test_non_finite_parameters_meet_the_distributions_checks_as_before(monkeypatch):
+def test_non_finite_parameters_meet_the_distributions_checks_as_before():
     def nan_parameters(model: XPPO) -> None:
         with th.no_grad():
             model.policy.action_net.bias.fill_(np.nan)
 
-    reference = stopped_at(monkeypatch, plain=True, make_bad=nan_parameters)
-    assert stopped_at(monkeypatch, plain=False, make_bad=nan_parameters) == reference
+    reference = stopped_at(plain=True, make_bad=nan_parameters)
+    assert stopped_at(plain=False, make_bad=nan_parameters) == reference
     assert "Expected parameter" in reference[0] and reference[1] == 0
 
 

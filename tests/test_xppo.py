@@ -116,7 +116,7 @@ def test_other_losses_differ_from_ppo():
     assert not params_equal(ppo.policy, xppo.policy)
 
 
-# --- GAE through calc_gae --------------------------------------------------------------------------------------------
+# --- the rollout buffers' GAE (rollout_gae, not calc_gae) ------------------------------------------------------------
 
 
 def _filled_buffers(classes, n_steps, n_envs, rng, obs_space=None):

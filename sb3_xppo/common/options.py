@@ -1,14 +1,24 @@
 """
-Validation of XPPO's keywords, one style for all: ``check_*`` raises a ``ValueError`` naming the keyword and the
-allowed values, at construction (before any env or network is built), and returns the value in its canonical form.
+XPPO's keywords, declared once for :class:`~sb3_xppo.XPPO`, :class:`~sb3_xppo.MaskableXPPO` and
+:class:`~sb3_xppo.RecurrentXPPO`: :data:`XPPO_OPTIONS` holds each keyword's name, default, type hint, documentation
+and check. Each algorithm writes the keywords out in its ``__init__`` (for IDEs and ``inspect.signature``;
+tests/test_option_declarations.py holds the signatures to the declaration), hands them to :func:`check_xppo_options`
+through :func:`xppo_arguments`, and gets their docs and class-attribute defaults from :func:`declare_xppo_options`.
+
+Validation, one style for all: ``check_*`` raises a ``ValueError`` naming the keyword and the allowed values (a
+``TypeError`` for ``fast_paths``, a switch given something other than a bool) at construction, before any env or
+network is built, and returns the value in its canonical form.
 """
 
 import inspect
+import textwrap
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
+import torch as th
 
 from sb3_xppo.functional.advantages import REDUCES
 
@@ -17,75 +27,400 @@ VALUE_LOSSES = ("mse", "sb3", "clipped", "improved", "hl_gauss")
 #: value losses that clip, and so need clip_range_vf (hl_gauss clips in scalar space when it is given)
 CLIPPING_VALUE_LOSSES = ("sb3", "clipped", "improved")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
+#: ``group_value_weights`` by name (a list of ``G`` weights is the third form)
+GROUP_VALUE_WEIGHTS = ("equal", "squared")
+
+#: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
+#: ``checked`` holds PPO's ``clip_range_vf`` and ``normalize_advantage`` and the options declared before, canonical
+OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class XPPOOption:
+    """
+    One keyword that XPPO adds to its parent algorithm.
+
+    :param name: the keyword, also the model's attribute
+    :param default: its default in every constructor; also the algorithms' class attribute, which a model saved
+        before the keyword existed reads
+    :param annotation: its type hint in every constructor
+    :param doc: its ``:param:`` text in every algorithm's docstring (reST, citing the paper)
+    :param check: its check (:data:`OptionCheck`)
+    """
+
+    name: str
+    default: Any
+    annotation: Any
+    doc: str
+    check: OptionCheck
+
+
+def as_bool(value: Any, checked: Mapping[str, Any]) -> bool:
+    """A switch read as Python truth (``delightful``, ``normalize_groups``)."""
+    return bool(value)
+
+
+def check_actor_loss(actor_loss: Any, checked: Mapping[str, Any]) -> str:
+    return check_choice("actor_loss", actor_loss, ACTOR_LOSSES)
+
+
+def check_value_loss(value_loss: Any, checked: Mapping[str, Any]) -> str | None:
+    if value_loss is None:
+        return None
+    check_choice("value_loss", value_loss, VALUE_LOSSES)
+    if value_loss in CLIPPING_VALUE_LOSSES and checked["clip_range_vf"] is None:
+        raise ValueError(
+            f"value_loss={value_loss!r} clips the value function and needs clip_range_vf (a float > 0 or a schedule)"
+        )
+    if value_loss == "mse" and checked["clip_range_vf"] is not None:
+        warnings.warn(
+            "clip_range_vf is ignored by value_loss='mse'; leave value_loss=None (or pass 'sb3') for PPO's value "
+            "clipping, or 'clipped' / 'improved'"
+        )
+    return value_loss
+
+
+def check_dual_clip(dual_clip: Any, checked: Mapping[str, Any]) -> float | None:
+    if dual_clip is None:
+        return None
+    if not is_number(dual_clip) or dual_clip <= 1:
+        raise ValueError(f"dual_clip must be None or a number > 1 (Ye et al. 2020), got {dual_clip!r}")
+    actor_loss = checked["actor_loss"]
+    if actor_loss != "clip":
+        # SPO's objective r A - |A| (r - 1)^2 / (2 eps) falls below c A long before r reaches c, and the bound then
+        # replaces it: at r = 2, A = -1, eps = 0.2, c = 3 the loss's gradient in r is 0 instead of 1 + 1 / 0.2 = 6
+        raise ValueError(
+            f"dual_clip cannot be combined with actor_loss={actor_loss!r}: for negative advantages the bound c * A "
+            "becomes the active term long before the ratio reaches c and removes SPO's restoring gradient. "
+            "Use dual_clip with actor_loss='clip', or SPO without dual_clip"
+        )
+    return dual_clip
+
+
+def check_delight_temp(delight_temp: Any, checked: Mapping[str, Any]) -> float:
+    if not is_number(delight_temp) or delight_temp <= 0:
+        raise ValueError(f"delight_temp must be a number > 0, got {delight_temp!r}")
+    return delight_temp
+
+
+def check_log_ratio_clamp_option(log_ratio_clamp: Any, checked: Mapping[str, Any]) -> tuple[float, float] | None:
+    return check_log_ratio_clamp(log_ratio_clamp)
+
+
+def check_reward_groups(reward_groups: Any, checked: Mapping[str, Any]) -> list[str] | None:
+    """
+    :param reward_groups: None (one critic), the number of groups ``G >= 1``, or their names (distinct strings)
+    :param checked: the options checked before
+    :return: the group names (the indices as strings when only ``G`` is given), or None
+    """
+    if reward_groups is None:
+        return None
+    if isinstance(reward_groups, (int, np.integer)) and not isinstance(reward_groups, bool):
+        if reward_groups < 1:
+            raise ValueError(f"reward_groups must be None, an int >= 1 or a list of group names, got {reward_groups!r}")
+        return [str(i) for i in range(reward_groups)]
+    if (
+        isinstance(reward_groups, (list, tuple))
+        and len(reward_groups) > 0
+        and all(isinstance(name, str) and name for name in reward_groups)
+    ):
+        names = list(reward_groups)
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward_groups names must be distinct, got {names}")
+        return names
+    raise ValueError(
+        f"reward_groups must be None, an int >= 1 or a non-empty list of group names (strings), got {reward_groups!r}"
+    )
+
+
+def check_group_weights(group_weights: Any, checked: Mapping[str, Any]) -> list[float] | None:
+    """
+    :param group_weights: None (all groups weigh the same) or ``G`` finite weights >= 0, at least one > 0
+    :param checked: the options checked before (``reward_groups``, as names)
+    :return: the weights as a list of floats, or None
+    """
+    names = checked["reward_groups"]
+    if group_weights is None:
+        return None
+    if names is None:
+        raise ValueError("group_weights needs reward_groups (the number of reward groups or their names)")
+    try:
+        weights = np.asarray(group_weights, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"group_weights must be {len(names)} numbers >= 0, got {group_weights!r}") from error
+    if weights.shape != (len(names),):
+        raise ValueError(f"group_weights must have one weight per reward group ({len(names)}), got {group_weights!r}")
+    if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"group_weights must be finite and >= 0, with at least one > 0, got {group_weights!r}")
+    return weights.tolist()
+
+
+def check_group_reduce(group_reduce: Any, checked: Mapping[str, Any]) -> str | Callable:
+    # read with reward groups only: without them the value is never used
+    if checked["reward_groups"] is not None and not callable(group_reduce) and group_reduce not in REDUCES:
+        raise ValueError(f"group_reduce must be one of {REDUCES} or a callable, got {group_reduce!r}")
+    return group_reduce
+
+
+def check_vector_reward_key(vector_reward_key: Any, checked: Mapping[str, Any]) -> str:
+    # read with reward groups only: without them the value is never used
+    if checked["reward_groups"] is not None and (not isinstance(vector_reward_key, str) or not vector_reward_key):
+        raise ValueError(f"vector_reward_key must be a non-empty string (an info key), got {vector_reward_key!r}")
+    return vector_reward_key
+
+
+def check_normalize_values(normalize_values: Any, checked: Mapping[str, Any]) -> bool:
+    if not isinstance(normalize_values, (bool, np.bool_)):
+        raise ValueError(f"normalize_values must be True or False, got {normalize_values!r}")
+    return bool(normalize_values)
+
+
+def check_group_value_weights(group_value_weights: Any, checked: Mapping[str, Any]) -> str | list[float] | None:
+    if group_value_weights is None:
+        return None
+    names = checked["reward_groups"]
+    if names is None:
+        raise ValueError("group_value_weights needs reward_groups (the number of reward groups or their names)")
+    scalarize = not checked["normalize_groups"] and not checked["normalize_values"]
+    resolve_group_value_weights(group_value_weights, checked["group_weights"], len(names), scalarize)
+    return group_value_weights if isinstance(group_value_weights, str) else [float(w) for w in group_value_weights]
+
+
+def check_fast_paths(fast_paths: Any, checked: Mapping[str, Any]) -> bool:
+    if not isinstance(fast_paths, (bool, np.bool_)):
+        raise TypeError(f"fast_paths must be True or False, got {fast_paths!r}")
+    return bool(fast_paths)
+
+
+#: The keywords XPPO adds to its parent algorithm, by name, in the order of the constructors' signatures. The PPO
+#: keywords XPPO reads differently (``clip_range``'s pair, ``normalize_advantage``'s ``'rollout'``) stay the parent's.
+XPPO_OPTIONS: dict[str, XPPOOption] = {
+    option.name: option
+    for option in (
+        XPPOOption(
+            "actor_loss",
+            "clip",
+            str,
+            "``'clip'`` (PPO's clipped surrogate, Schulman et al. 2017), ``'spo'`` (Simple Policy Optimization, "
+            "Xie et al. 2025, https://arxiv.org/abs/2401.16025) or ``'asymmetric_spo'`` (PPO's clip where the "
+            "advantage is positive, SPO where it is not)",
+            check_actor_loss,
+        ),
+        XPPOOption(
+            "value_loss",
+            None,
+            str | None,
+            "None (default, PPO's meaning: ``'sb3'`` when ``clip_range_vf`` is set, else ``'mse'``; also after "
+            "``load()`` of a PPO checkpoint), ``'mse'`` (no clipping), ``'sb3'`` (PPO's: MSE of the clipped "
+            "prediction only), ``'clipped'`` (max of the clipped and unclipped MSE, Schulman et al. 2017), "
+            "``'improved'`` (Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient) or "
+            "``'hl_gauss'`` (a classification critic, Farebrother et al. 2024; its support is "
+            "``policy_kwargs=dict(hl_gauss=...)``). The clipping losses need ``clip_range_vf``.",
+            check_value_loss,
+        ),
+        XPPOOption(
+            "dual_clip",
+            None,
+            float | None,
+            "None, or the dual clip constant ``c > 1``: for negative advantages the loss is bounded by ``-c * A`` "
+            "however large the ratio grows (Ye et al. 2020, Mastering Complex Control in MOBA Games with Deep "
+            "Reinforcement Learning). ``actor_loss='clip'`` only: with SPO the bound would become active long before "
+            "the ratio reaches ``c`` and remove SPO's restoring gradient.",
+            check_dual_clip,
+        ),
+        XPPOOption(
+            "delightful",
+            False,
+            bool,
+            "gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (delightful policy gradient, "
+            "Osband 2026, https://arxiv.org/abs/2603.14608)",
+            as_bool,
+        ),
+        XPPOOption("delight_temp", 1.0, float, "temperature of the delightful gate, > 0", check_delight_temp),
+        XPPOOption(
+            "log_ratio_clamp",
+            None,
+            float | tuple[float, float] | None,
+            "None, or clamp ``log_prob - old_log_prob`` before ``exp`` to ``(-c, c)`` for a float ``c`` or to a "
+            "``(low, high)`` pair",
+            check_log_ratio_clamp_option,
+        ),
+        XPPOOption(
+            "reward_groups",
+            None,
+            int | Sequence[str] | None,
+            "None (one critic, the scalar reward), or the number ``G`` of reward groups or their names: one critic "
+            "per group (Mysore et al. 2022, Multi-Critic Actor Learning). Each step's group rewards are read from "
+            "``info[vector_reward_key]`` (a length-``G`` vector, MO-Gymnasium's convention; see "
+            ":class:`~sb3_xppo.multi_critic.RewardGroups`), the policy becomes its multi-critic variant "
+            "(:class:`~sb3_xppo.multi_critic.MultiCriticPolicy`; ``policy_kwargs=dict(separate_critics=True)`` gives "
+            "each group its own value network) and the buffer its multi-critic one "
+            "(:class:`~sb3_xppo.multi_critic.MultiCriticRolloutBuffer`, GAE per group). Logs "
+            "``train/value_loss/<group>`` and ``train/explained_variance/<group>``.",
+            check_reward_groups,
+        ),
+        XPPOOption(
+            "group_weights",
+            None,
+            Sequence[float] | None,
+            "``G`` weights >= 0 of the groups' advantages (None: all equal)",
+            check_group_weights,
+        ),
+        XPPOOption(
+            "group_reduce",
+            "mean",
+            str | Callable[[th.Tensor], th.Tensor],
+            "how the weighted group advantages are combined: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``), ``'sum'``, "
+            "``'max'``, ``'min'`` or a callable (see :func:`~sb3_xppo.functional.combine_grouped_advantages`)",
+            check_group_reduce,
+        ),
+        XPPOOption(
+            "normalize_groups",
+            True,
+            bool,
+            "z-score each group's advantages over the rollout before weighting them, so that no reward term's scale "
+            "drowns the others",
+            as_bool,
+        ),
+        XPPOOption(
+            "vector_reward_key",
+            "vector_reward",
+            str,
+            "the info key holding each step's reward vector",
+            check_vector_reward_key,
+        ),
+        XPPOOption(
+            "normalize_values",
+            False,
+            bool,
+            "PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each critic output "
+            "regresses returns normalized by running statistics (per reward group), the last layer is rescaled so "
+            "that values in return units are preserved when the statistics move, and the value losses (and "
+            "``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as "
+            "``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)",
+            check_normalize_values,
+        ),
+        XPPOOption(
+            "group_value_weights",
+            None,
+            str | Sequence[float] | None,
+            "the weight of each group's value loss in the critics' sum: ``'squared'`` (``group_weights[g] ** 2``: "
+            "the critics' loss in the scalar reward's units, each critic's error counted as much as it moves "
+            "``sum_g w_g V_g``), ``'equal'``, or ``G`` weights >= 0. None (default): ``'squared'`` in \"scalarize\" "
+            "mode (``normalize_groups=False``) without ``normalize_values``, else ``'equal'`` "
+            "(:func:`~sb3_xppo.common.options.resolve_group_value_weights`)",
+            check_group_value_weights,
+        ),
+        XPPOOption(
+            "fast_paths",
+            True,
+            bool,
+            "XPPO's fast paths (the rollout's forward passes under ``torch.inference_mode``, distributions built "
+            "without argument validation where the inputs are known finite, the flat Adam step); False runs torch's "
+            "and SB3's own paths everywhere. The results are the same bits either way.",
+            check_fast_paths,
+        ),
+    )
+}
 
 
 def check_xppo_options(
-    *,
-    clip_range: Any,
-    clip_range_vf: Any,
-    normalize_advantage: bool | str,
-    actor_loss: str,
-    value_loss: str | None,
-    dual_clip: float | None,
-    delightful: bool,
-    delight_temp: float,
-    log_ratio_clamp: float | tuple[float, float] | None,
-    reward_groups: int | Sequence[str] | None,
-    group_weights: Sequence[float] | None,
-    group_reduce: str | Callable,
-    normalize_groups: bool,
-    vector_reward_key: str,
-    normalize_values: bool = False,
-    group_value_weights: str | Sequence[float] | None = None,
+    *, clip_range: Any, clip_range_vf: Any, normalize_advantage: bool | str, **options: Any
 ) -> dict[str, Any]:
     """
-    Check every keyword XPPO adds to (or reads differently from) PPO's, as :class:`~sb3_xppo.XPPO` documents them.
+    Check every keyword XPPO adds to (or reads differently from) PPO's: the three PPO keywords, then the options of
+    :data:`XPPO_OPTIONS` in their order (each check sees the ones before it), an option not given taking its default.
 
+    :param clip_range: PPO's, or a ``(low, high)`` pair of those
+    :param clip_range_vf: PPO's
+    :param normalize_advantage: PPO's, or ``'minibatch'`` / ``'rollout'``
+    :param options: options of :data:`XPPO_OPTIONS`, by name
     :return: the attributes to set on the model, in canonical form (``normalize_advantage`` as ``'minibatch'``,
         ``'rollout'`` or False, ``log_ratio_clamp`` as a pair, ``reward_groups`` as names, weights as floats)
+    :raises TypeError: for a keyword that is not an option
     """
+    unknown = [name for name in options if name not in XPPO_OPTIONS]
+    if unknown:
+        raise TypeError(f"check_xppo_options() got an unexpected keyword argument {unknown[0]!r}")
     check_clip_range(clip_range)
     check_clip_range_vf(clip_range_vf)
-    check_choice("actor_loss", actor_loss, ACTOR_LOSSES)
-    check_value_loss(value_loss, clip_range_vf)
-    check_dual_clip(dual_clip, actor_loss)
-    if not is_number(delight_temp) or delight_temp <= 0:
-        raise ValueError(f"delight_temp must be a number > 0, got {delight_temp!r}")
-    names, weights = check_group_options(reward_groups, group_weights, group_reduce, vector_reward_key)
-    if not isinstance(normalize_values, (bool, np.bool_)):
-        raise ValueError(f"normalize_values must be True or False, got {normalize_values!r}")
-    if group_value_weights is not None:
-        if names is None:
-            raise ValueError("group_value_weights needs reward_groups (the number of reward groups or their names)")
-        scalarize = not normalize_groups and not normalize_values
-        resolve_group_value_weights(group_value_weights, weights, len(names), scalarize)
-        if not isinstance(group_value_weights, str):
-            group_value_weights = [float(w) for w in group_value_weights]
-    return dict(
-        normalize_advantage=check_normalize_advantage(normalize_advantage),
-        actor_loss=actor_loss,
-        value_loss=value_loss,
-        dual_clip=dual_clip,
-        delightful=bool(delightful),
-        delight_temp=delight_temp,
-        log_ratio_clamp=check_log_ratio_clamp(log_ratio_clamp),
-        reward_groups=names,
-        group_weights=weights,
-        group_reduce=group_reduce,
-        normalize_groups=bool(normalize_groups),
-        vector_reward_key=vector_reward_key,
-        normalize_values=bool(normalize_values),
-        group_value_weights=group_value_weights,
-    )
+    checked: dict[str, Any] = {
+        "clip_range_vf": clip_range_vf,
+        "normalize_advantage": check_normalize_advantage(normalize_advantage),
+    }
+    for name, option in XPPO_OPTIONS.items():
+        checked[name] = option.check(options.get(name, option.default), checked)
+    del checked["clip_range_vf"]  # the parent algorithm's attribute, set by the parent
+    return checked
+
+
+def xppo_arguments(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    The XPPO options among a constructor's arguments, for :func:`check_xppo_options`: ``xppo_arguments(locals())``
+    before the constructor binds any other name.
+
+    :param scope: the constructor's ``locals()``
+    :return: option name -> the value given
+    :raises KeyError: for an option that the constructor's signature lacks
+    """
+    return {name: scope[name] for name in XPPO_OPTIONS}
+
+
+AlgorithmClass = TypeVar("AlgorithmClass", bound=type)
+
+
+def param_field(name: str, text: str, width: int = 120) -> str:
+    """
+    A reST ``:param name: text`` field wrapped to ``width``, continuation lines indented, never inside an inline
+    literal (````...````).
+
+    :param name: the parameter
+    :param text: its description, reST on one line
+    :param width: the longest line
+    :return: the field's lines
+    """
+    parts = f":param {name}: {text}".split("``")
+    unbroken = "``".join(part.replace(" ", "\0") if i % 2 else part for i, part in enumerate(parts))
+    wrapped = textwrap.fill(unbroken, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+    return wrapped.replace("\0", " ")
+
+
+def declare_xppo_options(notes: Mapping[str, str] | None = None) -> Callable[[AlgorithmClass], AlgorithmClass]:
+    """
+    A class decorator that gives an algorithm the options of :data:`XPPO_OPTIONS`: their ``:param:`` fields appended
+    to its docstring (``help()``, Sphinx's autodoc), and their defaults as class attributes (what a model saved
+    before an option existed reads).
+
+    :param notes: option name -> a sentence this algorithm adds to the option's doc
+    :return: the decorator
+    """
+    notes = dict(notes or {})
+    unknown = sorted(set(notes) - set(XPPO_OPTIONS))
+    if unknown:
+        raise ValueError(f"notes for keywords that are not XPPO options: {unknown}")
+
+    def declare(cls: AlgorithmClass) -> AlgorithmClass:
+        fields = []
+        for name, option in XPPO_OPTIONS.items():
+            text = option.doc
+            if name in notes:
+                text = f"{text if text.endswith('.') else text + '.'} {notes[name]}"
+            fields.append(param_field(name, text))
+            setattr(cls, name, option.default)
+        cls.__doc__ = "\n".join((inspect.cleandoc(cls.__doc__ or ""), *fields)) + "\n"
+        return cls
+
+    return declare
 
 
 def is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def check_choice(name: str, value: Any, choices: tuple) -> None:
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
 
 
 def resolve_value_loss(value_loss: str | None, clip_range_vf: Any) -> str:
@@ -101,36 +436,6 @@ def resolve_value_loss(value_loss: str | None, clip_range_vf: Any) -> str:
     if value_loss is None:
         return "mse" if clip_range_vf is None else "sb3"
     return value_loss
-
-
-def check_value_loss(value_loss: str | None, clip_range_vf: Any) -> None:
-    if value_loss is None:
-        return
-    check_choice("value_loss", value_loss, VALUE_LOSSES)
-    if value_loss in CLIPPING_VALUE_LOSSES and clip_range_vf is None:
-        raise ValueError(
-            f"value_loss={value_loss!r} clips the value function and needs clip_range_vf (a float > 0 or a schedule)"
-        )
-    if value_loss == "mse" and clip_range_vf is not None:
-        warnings.warn(
-            "clip_range_vf is ignored by value_loss='mse'; leave value_loss=None (or pass 'sb3') for PPO's value "
-            "clipping, or 'clipped' / 'improved'"
-        )
-
-
-def check_dual_clip(dual_clip: Any, actor_loss: str) -> None:
-    if dual_clip is None:
-        return
-    if not is_number(dual_clip) or dual_clip <= 1:
-        raise ValueError(f"dual_clip must be None or a number > 1 (Ye et al. 2020), got {dual_clip!r}")
-    if actor_loss != "clip":
-        # SPO's objective r A - |A| (r - 1)^2 / (2 eps) falls below c A long before r reaches c, and the bound then
-        # replaces it: at r = 2, A = -1, eps = 0.2, c = 3 the loss's gradient in r is 0 instead of 1 + 1 / 0.2 = 6
-        raise ValueError(
-            f"dual_clip cannot be combined with actor_loss={actor_loss!r}: for negative advantages the bound c * A "
-            "becomes the active term long before the ratio reaches c and removes SPO's restoring gradient. "
-            "Use dual_clip with actor_loss='clip', or SPO without dual_clip"
-        )
 
 
 def check_normalize_advantage(normalize_advantage: bool | str) -> str | bool:
@@ -187,64 +492,6 @@ def check_log_ratio_clamp(log_ratio_clamp: Any) -> tuple[float, float] | None:
         "log_ratio_clamp must be None, a number c > 0 (clamp to (-c, c)) or a (low, high) pair with low < high, "
         f"got {log_ratio_clamp!r}"
     )
-
-
-def check_group_options(
-    reward_groups: int | Sequence[str] | None,
-    group_weights: Sequence[float] | None,
-    group_reduce: str | Callable,
-    vector_reward_key: str,
-) -> tuple[list[str] | None, list[float] | None]:
-    """
-    Check the multi-critic keywords of :class:`sb3_xppo.XPPO` at construction.
-
-    :param reward_groups: None (one critic), the number of groups ``G >= 1``, or their names (distinct strings)
-    :param group_weights: None (all groups weigh the same) or ``G`` finite weights >= 0, at least one > 0
-    :param group_reduce: ``'mean'``, ``'sum'``, ``'max'``, ``'min'`` or a callable, see
-        :func:`sb3_xppo.functional.combine_grouped_advantages`
-    :param vector_reward_key: the info key holding each step's reward vector, a non-empty string
-    :return: the group names (the indices as strings when only ``G`` is given; None without groups) and the weights
-        as a list of floats (or None)
-    """
-    if reward_groups is None:
-        if group_weights is not None:
-            raise ValueError("group_weights needs reward_groups (the number of reward groups or their names)")
-        return None, None
-    if isinstance(reward_groups, (int, np.integer)) and not isinstance(reward_groups, bool):
-        if reward_groups < 1:
-            raise ValueError(f"reward_groups must be None, an int >= 1 or a list of group names, got {reward_groups!r}")
-        names = [str(i) for i in range(reward_groups)]
-    elif (
-        isinstance(reward_groups, (list, tuple))
-        and len(reward_groups) > 0
-        and all(isinstance(name, str) and name for name in reward_groups)
-    ):
-        names = list(reward_groups)
-        if len(set(names)) != len(names):
-            raise ValueError(f"reward_groups names must be distinct, got {names}")
-    else:
-        raise ValueError(
-            f"reward_groups must be None, an int >= 1 or a non-empty list of group names (strings), got {reward_groups!r}"
-        )
-    if not callable(group_reduce) and group_reduce not in REDUCES:
-        raise ValueError(f"group_reduce must be one of {REDUCES} or a callable, got {group_reduce!r}")
-    if not isinstance(vector_reward_key, str) or not vector_reward_key:
-        raise ValueError(f"vector_reward_key must be a non-empty string (an info key), got {vector_reward_key!r}")
-    if group_weights is None:
-        return names, None
-    try:
-        weights = np.asarray(group_weights, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"group_weights must be {len(names)} numbers >= 0, got {group_weights!r}") from error
-    if weights.shape != (len(names),):
-        raise ValueError(f"group_weights must have one weight per reward group ({len(names)}), got {group_weights!r}")
-    if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
-        raise ValueError(f"group_weights must be finite and >= 0, with at least one > 0, got {group_weights!r}")
-    return names, weights.tolist()
-
-
-#: ``group_value_weights`` by name (a list of ``G`` weights is the third form)
-GROUP_VALUE_WEIGHTS = ("equal", "squared")
 
 
 def resolve_group_value_weights(

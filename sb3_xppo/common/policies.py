@@ -18,6 +18,8 @@ set through ``policy_kwargs``:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch as th
@@ -39,6 +41,7 @@ from stable_baselines3.common.utils import get_device
 from torch import nn
 from torch.distributions import Normal
 
+from sb3_xppo.common.distributions import unchecked_distribution
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
 
@@ -155,6 +158,8 @@ class XPPOPolicyMixin:
     optimizer_class: type[th.optim.Optimizer]
     optimizer_kwargs: dict[str, Any]
     optimizer: th.optim.Optimizer
+    #: build action distributions with torch's argument checks (SB3's way); off only inside :meth:`trusted_inputs`
+    validate_distributions: bool = True
 
     def __init__(
         self,
@@ -179,6 +184,7 @@ class XPPOPolicyMixin:
         self.simba = simba or None
         self.simba_activation = simba_activation
         self.hl_gauss = None if hl_gauss is None else HLGaussConfig.from_kwargs(hl_gauss)
+        self.validate_distributions = True
         super().__init__(*args, **kwargs)
         if self.rpo_alpha > 0 and not isinstance(self.action_dist, GAUSSIAN_DISTRIBUTIONS):
             raise ValueError(
@@ -256,16 +262,37 @@ class XPPOPolicyMixin:
         preserve_outputs = not isinstance(self.value_net, HLGaussValueHead)
         self.value_net = ValueNormalizer(self.value_net, self._value_outputs(), preserve_outputs).to(self.device)
 
-    # --- RPO ---------------------------------------------------------------------------------------------------------
+    # --- action distributions ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def trusted_inputs(self, trusted: bool = True) -> Iterator[None]:
+        """
+        Within the block, this policy builds its action distributions without torch's argument validation
+        (``validate_args=False`` on each distribution, :mod:`sb3_xppo.common.distributions`): the same numbers, without
+        the checks' cost. For calls whose inputs the caller has checked finite, with finite parameters; XPPO's rollout
+        and ``train()`` use it around their own calls only (``fast_paths``), never around user code. Nothing outside
+        this policy changes.
+
+        :param trusted: False leaves validation on (a no-op block)
+        """
+        previous = self.validate_distributions
+        self.validate_distributions = previous and not trusted
+        try:
+            yield
+        finally:
+            self.validate_distributions = previous
 
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor, *args: Any, **kwargs: Any) -> Distribution:
-        distribution = super()._get_action_dist_from_latent(latent_pi, *args, **kwargs)  # type: ignore[misc]
+        distribution = None if self.validate_distributions else unchecked_distribution(self, latent_pi)
+        if distribution is None:
+            distribution = super()._get_action_dist_from_latent(latent_pi, *args, **kwargs)  # type: ignore[misc]
         if self.rpo_alpha > 0 and self.training:
-            # The update pass (SB3's train() sets training mode, collection and predict() unset it): U(-a, a) on the
-            # mean; the log-probabilities (squashed or not) and the entropy are read from this Normal
+            # RPO: the update pass (SB3's train() sets training mode, collection and predict() unset it): U(-a, a) on
+            # the mean; the log-probabilities (squashed or not) and the entropy are read from this Normal
             normal = distribution.distribution
             noise = th.empty_like(normal.loc).uniform_(-self.rpo_alpha, self.rpo_alpha)
-            distribution.distribution = Normal(normal.loc + noise, normal.scale)
+            validate_args = None if self.validate_distributions else False  # None: torch's default, as SB3 builds it
+            distribution.distribution = Normal(normal.loc + noise, normal.scale, validate_args=validate_args)
         return distribution
 
     def _get_constructor_parameters(self) -> dict[str, Any]:

@@ -1,13 +1,21 @@
-"""The XPPO core (L3): the train loop, options, loss hooks and checks every XPPO algorithm shares."""
+"""The XPPO core (L3): the rollout and train loops, options, loss and action hooks, checks every XPPO algorithm shares."""
 
 from sb3_xppo.core.algorithm import LossHook, XPPOCoreMixin, valid_mean
+from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import CHECKED_TERMS, TrainRecord, minibatch_ratio_statistics
+from sb3_xppo.core.rollout import ActionHook, MaskedPolicyCalls, PolicyCalls, RecurrentPolicyCalls, XPPORolloutMixin
 
 __all__ = [
     "CHECKED_TERMS",
+    "ActionHook",
     "LossHook",
+    "MaskedPolicyCalls",
+    "OptimizerStep",
+    "PolicyCalls",
+    "RecurrentPolicyCalls",
     "TrainRecord",
     "XPPOCoreMixin",
+    "XPPORolloutMixin",
     "minibatch_ratio_statistics",
     "valid_mean",
 ]

@@ -1,9 +1,11 @@
 """
 The XPPO core shared by :class:`~sb3_xppo.XPPO`, :class:`~sb3_xppo.MaskableXPPO` and :class:`~sb3_xppo.RecurrentXPPO`:
-a mixin that owns ``train()`` (PPO's loop with the losses of :mod:`sb3_xppo.functional`), the option setup, the
-loss hooks, multi-critic setup and the checks for non-finite data. Each algorithm overrides two small methods: how
-a minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) and which samples count
-(:meth:`XPPOCoreMixin._valid_samples`).
+a mixin that owns ``train()`` (PPO's loop with the losses of :mod:`sb3_xppo.functional`, its optimizer step an
+:class:`~sb3_xppo.core.optimizer_step.OptimizerStep`), the option setup, the loss hooks, multi-critic setup and the
+checks for non-finite data; the rollout is :class:`~sb3_xppo.core.rollout.XPPORolloutMixin`'s. Each algorithm
+overrides two small methods, how a minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) and
+which samples count (:meth:`XPPOCoreMixin._valid_samples`), and names how its rollout calls the policy
+(``policy_calls_class``).
 """
 
 import warnings
@@ -17,20 +19,14 @@ import torch as th
 import torch.nn.functional as F
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import RolloutBufferSamples
 from stable_baselines3.common.utils import explained_variance
-from stable_baselines3.common.vec_env import VecEnv
 from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.finite import (
     TrainingSnapshot,
-    VecNormalizeGuard,
-    check_finite_observation,
-    guarded_env,
-    rollout_non_finite_error,
 )
-from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms, split_parameters
+from sb3_xppo.common.grad_norms import split_parameters
 from sb3_xppo.common.options import (
     check_log_ratio_clamp,
     check_normalize_advantage,
@@ -40,12 +36,14 @@ from sb3_xppo.common.options import (
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
-from sb3_xppo.core.fast_paths import FastPolicyCalls, FlatAdam, library_modules_only, parameters_finite, validation_off
+from sb3_xppo.core.fast_paths import trusted_policy_calls
+from sb3_xppo.core.hooks import add_hook
+from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
+from sb3_xppo.core.rollout import XPPORolloutMixin
 from sb3_xppo.functional import clipped_value_loss_fn, improved_value_clipping_fn, ppo_actor_loss, spo_actor_loss
 from sb3_xppo.functional.masked import masked_zscore
 from sb3_xppo.multi_critic.policies import MULTI_CRITIC_POLICIES, MultiCriticPolicyMixin
-from sb3_xppo.multi_critic.wrappers import GroupRewardVecEnv
 
 #: ``hook(model, rollout_data, loss) -> loss``: called once per minibatch with the RL loss, returns the loss to optimise
 LossHook = Callable[[Any, RolloutBufferSamples, th.Tensor], th.Tensor]
@@ -80,7 +78,7 @@ def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> t
     return value_losses.sum() if weights is None else (value_losses * weights).sum()
 
 
-class XPPOCoreMixin:
+class XPPOCoreMixin(XPPORolloutMixin):
     """
     XPPO's training on top of an SB3 on-policy algorithm (PPO, or sb3-contrib's MaskablePPO and RecurrentPPO): put
     it first in the bases, ``class XPPO(XPPOCoreMixin, PPO)``. The algorithm's ``__init__`` checks the options with
@@ -154,6 +152,8 @@ class XPPOCoreMixin:
         for name, value in options.items():
             setattr(self, name, value)
         self._loss_hooks = OrderedDict()
+        self._action_hooks = OrderedDict()
+        self._learn_hooks = []
 
     def _setup_model(self) -> None:
         if self.reward_groups is not None:
@@ -232,59 +232,7 @@ class XPPOCoreMixin:
             "normalize_groups": self.normalize_groups,
         }
 
-    def collect_rollouts(
-        self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, *args: Any
-    ) -> bool:
-        # (*args: MaskablePPO's use_masking.) SB3 offers no hook between env.step() and the buffer: a multi-critic
-        # model's loop gets each step's group rewards through a wrapper
-        if self.reward_groups is not None:
-            # (the buffer receives each step's group masks, for groups that exist on some steps only)
-            env = GroupRewardVecEnv(env, len(self.reward_groups), self.vector_reward_key, self.device, rollout_buffer)
-        # The policy's forward passes (SB3 keeps only numbers from them) under inference mode, and, where the finite
-        # checks guard the parameters and observations, without the distributions' argument checks; callbacks see
-        # neither (FastPolicyCalls)
-        no_validation = self.check_finite and parameters_finite(self.policy)
-        with FastPolicyCalls(self.policy, no_validation, inference=library_modules_only(self.policy)) as calls:
-            return self._collect_checked(env, calls.callback(callback), rollout_buffer, n_rollout_steps, *args)
-
-    def _collect_checked(
-        self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, *args: Any
-    ) -> bool:
-        """The parent's ``collect_rollouts``, its rollout checked for non-finite rewards and observations."""
-        if not self.check_finite:
-            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps, *args)  # type: ignore[misc]
-        start = self.num_timesteps
-        check_finite_observation(self._last_obs, f"the rollout starts from (num_timesteps {start})")
-        env = guarded_env(env, start)  # the raw values of a VecNormalize, step by step
-        try:
-            result = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps, *args)  # type: ignore[misc]
-        except BaseException as exception:
-            # e.g. the policy's distribution refusing a NaN observation at the step after it arrived
-            error = self._rollout_non_finite_error(rollout_buffer, start)
-            if error is not None:
-                self._restore_normalization(env)
-                raise error from exception
-            raise
-        # Once per rollout, vectorised, before any update reads it (no cost per step)
-        error = self._rollout_non_finite_error(rollout_buffer, start)
-        if error is not None:
-            self._restore_normalization(env)
-            raise error
-        return result
-
-    @staticmethod
-    def _restore_normalization(env: VecEnv) -> None:
-        if isinstance(env, VecNormalizeGuard):
-            env.restore()
-
-    def _rollout_non_finite_error(self, rollout_buffer: RolloutBuffer, start_timesteps: int) -> ValueError | None:
-        """The first non-finite reward or observation of the rollout being collected (see ``rollout_non_finite_error``)."""
-        steps = rollout_buffer.buffer_size if rollout_buffer.full else rollout_buffer.pos
-        return rollout_non_finite_error(
-            rollout_buffer.rewards, rollout_buffer.observations, steps, self._last_obs, start_timesteps
-        )
-
-    def register_loss_hook(self, hook: LossHook) -> RemovableHandle:
+    def register_loss_hook(self, hook: LossHook, until_learn_ends: bool = False) -> RemovableHandle:
         """
         Add ``hook(model, rollout_data, loss) -> loss`` to every minibatch of :meth:`train`: called once per
         minibatch, after the RL loss (``policy_loss + ent_coef * entropy_loss + vf_coef * value_loss``) is built and
@@ -293,21 +241,28 @@ class XPPOCoreMixin:
 
         :param hook: receives this model, the minibatch (the buffer's samples) and the RL loss; returns the loss
             to optimise
+        :param until_learn_ends: remove the hook when the running ``learn()`` returns or raises (for a callback,
+            which SB3 does not tell of an exception)
         :return: a handle whose ``remove()`` removes the hook
         """
-        if not callable(hook):
-            raise TypeError(f"hook must be a callable (model, rollout_data, loss) -> loss, got {hook!r}")
-        handle = RemovableHandle(self._loss_hooks)
-        self._loss_hooks[handle.id] = hook
-        return handle
+        signature = "(model, rollout_data, loss) -> loss"
+        return add_hook(self._loss_hooks, hook, signature, self._learn_hooks if until_learn_ends else None)
+
+    def learn(self, *args: Any, **kwargs: Any) -> Any:
+        # The parent's learn(); the hooks registered until it ends are removed when it returns or raises
+        try:
+            return super().learn(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            while self._learn_hooks:
+                self._learn_hooks.pop().remove()
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_loss_hooks"]  # type: ignore[misc]
+        return [*super()._excluded_save_params(), "_loss_hooks", "_action_hooks", "_learn_hooks"]  # type: ignore[misc]
 
     def __getstate__(self) -> dict[str, Any]:
-        # Loss hooks are runtime state (usually closures over a callback): never pickled
+        # Loss and action hooks are runtime state (usually closures over a callback): never pickled
         state = self.__dict__.copy()
-        state["_loss_hooks"] = OrderedDict()
+        state["_loss_hooks"], state["_action_hooks"], state["_learn_hooks"] = OrderedDict(), OrderedDict(), []
         return state
 
     # --- what each algorithm overrides -------------------------------------------------------------------------------
@@ -361,11 +316,15 @@ class XPPOCoreMixin:
 
         snapshot = TrainingSnapshot(self, self.check_finite)  # type: ignore[arg-type]
         record = TrainRecord()
+        normalizer = self.policy.value_net if isinstance(getattr(self.policy, "value_net", None), ValueNormalizer) else None
         try:
             if self.normalize_values:
                 # PopArt: the statistics take this rollout's returns, the head is rescaled to keep its values
                 self.policy.value_net.update(th.as_tensor(self.rollout_buffer.returns, device=self.device))
-            self._train_epochs(record, clip_low, clip_high, clip_range_vf)
+            if normalizer is not None:
+                normalizer.fix_statistics()  # they stay put during the epochs: their std computed once
+            with self._optimizer_step() as optimizer_step:
+                self._train_epochs(record, optimizer_step, clip_low, clip_high, clip_range_vf)
         except BaseException as exception:
             # Often a consequence: NaN parameters make the next minibatch's distribution refuse its arguments
             snapshot.restore()
@@ -373,6 +332,9 @@ class XPPOCoreMixin:
             if error is not None:
                 raise error from exception
             raise
+        finally:
+            if normalizer is not None:
+                normalizer.release_statistics()
         error = record.non_finite_error() if self.check_finite else None
         if error is not None:
             snapshot.restore()
@@ -384,6 +346,103 @@ class XPPOCoreMixin:
         self._log_train_stats(
             np.array(record.epochs), th.stack(record.losses).cpu().numpy(), ratio_stats, record.loss, clip_range, clip_range_vf
         )
+        if self._log_grad_norms():
+            for key, value in optimizer_step.log_values(record.grad_norms).items():
+                self.logger.record(key, value)
+
+    def _train_epochs(
+        self,
+        record: TrainRecord,
+        optimizer_step: OptimizerStep,
+        clip_low: float,
+        clip_high: float,
+        clip_range_vf: float | None,
+    ) -> None:
+        """
+        PPO's epochs over the rollout buffer, each minibatch's loss built from :mod:`sb3_xppo.functional`.
+
+        :param record: filled with what each minibatch gives, kept on the device (no host sync unless ``target_kl``
+            is set)
+        :param optimizer_step: this call's optimizer step
+        :param clip_low: lower clip range of this call
+        :param clip_high: upper clip range of this call
+        :param clip_range_vf: value clip range of this call (or None)
+        """
+        actor_loss_fn = self._actor_loss_fn(clip_low, clip_high)
+        value_weights = self._group_value_weight_tensor()
+        # The buffer's observations were checked finite (check_finite), and so are the parameters a train() call keeps
+        trusted = self.fast_paths and self.check_finite
+        continue_training = True
+        # train for n_epochs epochs
+        for epoch in range(self.n_epochs):
+            # Do a complete pass on the rollout buffer
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    # Convert discrete action from float to long
+                    actions = rollout_data.actions.long().flatten()
+                valid = self._valid_samples(rollout_data)
+
+                with trusted_policy_calls(self.policy, trusted):
+                    values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
+                # (batch,) or, one critic per reward group, (batch, G)
+                values = values.reshape(rollout_data.returns.shape)
+                advantages = self._normalized_advantages(rollout_data.advantages, valid)
+
+                if actor_loss_fn is None:  # SPO with an empty trust region: only the critic learns from this rollout
+                    policy_loss = th.zeros((), device=log_prob.device)
+                else:
+                    policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
+                # Reduced over the batch: a scalar, or (G,) one per reward group
+                value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
+                value_loss = reduce_value_losses(value_losses, value_weights)
+                # Entropy loss favor exploration (approximated by -log_prob when there is no analytical form)
+                entropy_loss = -valid_mean(-log_prob if entropy is None else entropy, valid)
+
+                if actor_loss_fn is None:
+                    loss = self.vf_coef * value_loss
+                else:
+                    loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                with th.no_grad():
+                    log_ratio = log_prob - rollout_data.old_log_prob
+                record.add(epoch, log_ratio, advantages, valid, policy_loss, value_loss, entropy_loss, value_losses)
+
+                if self.target_kl is not None:
+                    # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
+                    approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, valid).cpu().numpy()
+                    if approx_kl_div > 1.5 * self.target_kl:
+                        continue_training = False
+                        if self.verbose >= 1:
+                            print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
+                        break
+
+                for hook in list(self._loss_hooks.values()):  # (a hook may remove itself)
+                    loss = hook(self, rollout_data, loss)
+
+                # Optimization step: zero_grad, backward, clip grad norm, step
+                grad_norm = optimizer_step.step(loss)
+                record.hooked_losses.append(loss.detach())
+                record.grad_norms.append(grad_norm)
+
+            self._n_updates += 1
+            if not continue_training:
+                break
+        record.loss = loss
+
+    def _log_grad_norms(self) -> bool:
+        """Whether ``train()`` logs the actor's and the critics' gradient norms (``log_grad_norms``)."""
+        return self.reward_groups is not None if self.log_grad_norms is None else self.log_grad_norms
+
+    def _optimizer_step(self) -> OptimizerStep:
+        """
+        This ``train()`` call's optimizer step: the actor's and the critics' gradients clipped apart
+        (``clip_grad_per_part``) and their norms recorded (``log_grad_norms``) where those are on.
+        """
+        multi = self.reward_groups is not None
+        per_part = multi and len(self.reward_groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
+        parts = split_parameters(self.policy) if per_part or self._log_grad_norms() else None
+        return OptimizerStep(self.policy, self.max_grad_norm, parts, bool(per_part), fast=self.fast_paths)
 
     def _actor_loss_fn(self, clip_low: float, clip_high: float) -> Callable[..., th.Tensor] | None:
         """
@@ -426,149 +485,6 @@ class XPPOCoreMixin:
             return advantages
         return (advantages - counted.mean()) / (counted.std() + 1e-8)
 
-    def _train_epochs(self, record: TrainRecord, clip_low: float, clip_high: float, clip_range_vf: float | None) -> None:
-        """
-        PPO's epochs over the rollout buffer, each minibatch's loss built from :mod:`sb3_xppo.functional`, and PPO's
-        optimizer step: ``zero_grad``, ``backward``, ``clip_grad_norm_``, ``step``, the optimizer's part through
-        :class:`~sb3_xppo.core.fast_paths.FlatAdam` (the same numbers, one Adam update over all parameters) when the
-        optimizer is SB3's default Adam.
-
-        :param record: filled with what each minibatch gives, kept on the device (no host sync unless ``target_kl``
-            is set)
-        :param clip_low: lower clip range of this call
-        :param clip_high: upper clip range of this call
-        :param clip_range_vf: value clip range of this call (or None)
-        """
-        flat = FlatAdam.open(self.policy.optimizer, list(self.policy.parameters()))
-        # The value statistics moved before the epochs and stay put during them: their std computed once
-        normalizer = self.policy.value_net if isinstance(getattr(self.policy, "value_net", None), ValueNormalizer) else None
-        if normalizer is not None:
-            normalizer.fix_statistics()
-        try:
-            self._run_epochs(record, clip_low, clip_high, clip_range_vf, flat)
-        finally:
-            if normalizer is not None:
-                normalizer.release_statistics()
-            if flat is not None:
-                flat.close()
-
-    def _run_epochs(
-        self,
-        record: TrainRecord,
-        clip_low: float,
-        clip_high: float,
-        clip_range_vf: float | None,
-        flat: FlatAdam | None,
-    ) -> None:
-        """The loop of :meth:`_train_epochs`, its optimizer step through ``flat`` (None: torch's own calls)."""
-        actor_loss_fn = self._actor_loss_fn(clip_low, clip_high)
-        discrete = isinstance(self.action_space, spaces.Discrete)
-        # The distributions' argument checks are redundant where the finite checks guard the inputs and the result
-        no_validation = self.check_finite
-        continue_training = True
-        # Multi-critic: the actor's and the critics' gradients clipped apart (one max_grad_norm over actor + G critics
-        # shrinks the actor's steps), and their norms before clipping logged; grad_parts is None when neither is on
-        multi = self.reward_groups is not None
-        per_part = multi and len(self.reward_groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
-        log_grad_norms = multi if self.log_grad_norms is None else self.log_grad_norms
-        grad_parts = split_parameters(self.policy) if log_grad_norms or per_part else None
-        value_weights = self._group_value_weight_tensor()
-        clip_per_part = self._part_clipper(grad_parts, flat) if per_part and grad_parts is not None else None
-        part_norms: list[th.Tensor] = []
-        # train for n_epochs epochs
-        for epoch in range(self.n_epochs):
-            # Do a complete pass on the rollout buffer
-            for rollout_data in self.rollout_buffer.get(self.batch_size):
-                actions = rollout_data.actions
-                if discrete:
-                    # Convert discrete action from float to long
-                    actions = rollout_data.actions.long().flatten()
-
-                valid = self._valid_samples(rollout_data)
-                if no_validation:
-                    with validation_off():
-                        values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
-                else:
-                    values, log_prob, entropy = self._evaluate_actions(rollout_data, actions)
-                # (batch,) or, one critic per reward group, (batch, G)
-                values = values.reshape(rollout_data.returns.shape)
-                advantages = self._normalized_advantages(rollout_data.advantages, valid)
-
-                if actor_loss_fn is None:
-                    policy_loss = th.zeros((), device=log_prob.device)
-                else:
-                    policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
-                # Reduced over the batch: a scalar, or (G,) one per reward group
-                value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
-                value_loss = reduce_value_losses(value_losses, value_weights)
-
-                # Entropy loss favor exploration (approximated by -log_prob when there is no analytical form)
-                entropy_loss = -valid_mean(-log_prob if entropy is None else entropy, valid)
-
-                if actor_loss_fn is None:
-                    # SPO with an empty trust region: only the critic learns from this rollout
-                    loss = self.vf_coef * value_loss
-                else:
-                    loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-
-                with th.no_grad():
-                    log_ratio = log_prob - rollout_data.old_log_prob
-                    loss_row = th.stack((policy_loss, value_loss, entropy_loss))
-                    if value_losses.ndim > 0:
-                        loss_row = th.cat((loss_row, value_losses))
-                record.epochs.append(epoch)
-                record.losses.append(loss_row)
-                record.log_ratios.append(log_ratio)
-                record.advantages.append(advantages)
-                record.valid.append(valid)
-
-                if self.target_kl is not None:
-                    # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
-                    approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, valid).cpu().numpy()
-                    if approx_kl_div > 1.5 * self.target_kl:
-                        continue_training = False
-                        if self.verbose >= 1:
-                            print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
-                        break
-
-                for hook in self._loss_hooks.values():
-                    loss = hook(self, rollout_data, loss)
-
-                # Optimization step
-                if flat is None:
-                    self.policy.optimizer.zero_grad()
-                else:
-                    flat.zero_grad()
-                loss.backward()
-                if clip_per_part is not None:
-                    part_norms.append(clip_per_part())
-                    grad_norm = th.linalg.vector_norm(part_norms[-1])
-                else:
-                    if grad_parts is not None:
-                        part_norms.append(grad_norms(grad_parts))
-                    # Clip grad norm (torch's own call where part norms are logged: they are what it sees)
-                    if flat is None or grad_parts is not None:
-                        grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                    else:
-                        grad_norm = flat.clip_grad_norm(self.max_grad_norm)
-                if flat is None:
-                    self.policy.optimizer.step()
-                else:
-                    flat.step()
-                record.hooked_losses.append(loss.detach())
-                record.grad_norms.append(grad_norm)
-
-            self._n_updates += 1
-            if not continue_training:
-                break
-        record.loss = loss
-        if log_grad_norms and grad_parts is not None and part_norms:
-            norms = grad_norm_log_values(
-                list(grad_parts), th.stack(part_norms), th.stack(record.grad_norms), self.max_grad_norm
-            )
-            for key, value in norms.items():
-                self.logger.record(key, value)
-
     def _group_value_weight_tensor(self) -> th.Tensor | None:
         """:return: the ``(G,)`` weights of the groups' value losses (``group_value_weights``), None for the plain sum"""
         if self.reward_groups is None:
@@ -576,26 +492,6 @@ class XPPOCoreMixin:
         scalarize = not self.normalize_groups and not self.normalize_values
         weights = resolve_group_value_weights(self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize)
         return None if weights is None else th.as_tensor(weights, dtype=th.float32, device=self.device)
-
-    def _part_clipper(self, parts: dict[str, list[th.nn.Parameter]], flat: FlatAdam | None) -> Callable[[], th.Tensor]:
-        """
-        The per-part clipping of this ``train()`` call: each part's gradient clipped to ``max_grad_norm`` on its own
-        (:func:`~sb3_xppo.common.grad_norms.clip_grad_norm_per_part`), through ``flat`` where it can (the same numbers,
-        without torch's grouping per call: :meth:`~sb3_xppo.core.fast_paths.FlatAdam.clip_grad_norm_per_part`).
-
-        :param parts: :func:`~sb3_xppo.common.grad_norms.split_parameters`'s parts
-        :param flat: this call's flat optimizer, or None
-        :return: ``clip() -> (len(parts),)`` each part's norm before clipping, to call after ``backward()``
-        """
-        indices = flat.part_indices(list(parts.values())) if flat is not None else None
-
-        def clip() -> th.Tensor:
-            norms = None
-            if flat is not None and indices is not None:
-                norms = flat.clip_grad_norm_per_part(indices, self.max_grad_norm)
-            return clip_grad_norm_per_part(parts, self.max_grad_norm) if norms is None else norms
-
-        return clip
 
     def _value_loss(
         self,

@@ -1,12 +1,13 @@
 """
 The fast paths of XPPO's ``learn()`` that keep SB3's numbers bit for bit: the same floating-point operations on the
-same operands, with less per-call overhead (``benchmarks/speed.py`` measures them).
+same operands, with less per-call overhead (``benchmarks/speed.py`` measures them). They are XPPO's own code, on by
+the constructor keyword ``fast_paths`` (False: torch's and SB3's own paths everywhere, the same bits), and change no
+state outside the model:
 
-- :class:`validation_off`: ``torch.distributions`` argument validation off around the policy's own calls in the hot
-  paths (the rollout's forward passes, each minibatch's ``evaluate_actions``), restored after them, also when they
-  raise; never around a callback or loss hook (user code sees the user's setting).
-- :class:`FastPolicyCalls`: the rollout's forward passes under ``torch.inference_mode`` (SB3 keeps only numbers from
-  them), without validation; callbacks run with the policy's plain methods.
+- the rollout's forward passes run under ``torch.inference_mode`` where every module of the policy is a library's
+  (:func:`library_modules_only`), see :mod:`sb3_xppo.core.rollout`;
+- XPPO's policies build their distributions without argument validation around calls whose inputs are known finite
+  (:func:`trusted_policy_calls`, :meth:`~sb3_xppo.common.policies.XPPOPolicyMixin.trusted_inputs`);
 - :class:`FlatAdam`: PPO's optimizer step (``zero_grad``, ``clip_grad_norm_``, ``Adam.step``) with the Adam update
   computed once over all parameters, laid out in flat buffers for the duration of a ``train()`` call, instead of
   once per parameter tensor. Elementwise operations give the same bits whatever the length of the tensor they run
@@ -17,31 +18,11 @@ from __future__ import annotations
 
 import functools
 import math
-from types import TracebackType
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch as th
-from torch.distributions import Distribution
 from torch.optim import optimizer as optimizer_module
-
-
-class validation_off:  # used like a function: ``with validation_off():``
-    """
-    ``torch.distributions`` argument validation off for the block, the previous default restored after it (also when
-    the block raises). Only for a policy's own calls whose inputs XPPO has already checked (finite observations,
-    parameters that only ever take finite updates): the checks cost about a fifth of a small policy's forward pass.
-    The setting is process-wide while the block runs, so no user code (callback, loss hook) may run inside one.
-    """
-
-    __slots__ = ("previous",)
-
-    def __enter__(self) -> None:
-        self.previous = Distribution._validate_args
-        Distribution._validate_args = False
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        Distribution._validate_args = self.previous
-
 
 #: Packages whose modules keep nothing from a forward pass, so that their outputs may be inference tensors
 LIBRARY_PACKAGES = ("torch.", "stable_baselines3.", "sb3_contrib.", "sb3_xppo.")
@@ -79,94 +60,17 @@ def parameters_finite(module: th.nn.Module) -> bool:
     return all(tensor_finite(p) for p in module.parameters())
 
 
-class FastPolicyCalls:
+def trusted_policy_calls(policy: Any, trusted: bool) -> AbstractContextManager[Any]:
     """
-    For the duration of the block (one ``collect_rollouts``), the policy's ``forward`` and ``predict_values`` run
-    under ``torch.inference_mode`` (``inference``; SB3 calls them under ``torch.no_grad`` and keeps only numbers
-    from them) and without argument validation (``no_validation``) where their observation is finite (a non-finite one
-    meets the distribution's checks as before). Installed as instance attributes wrapping the methods the policy has,
-    removed after the block (also when it raises). Callbacks see none of it: collect the rollout with
-    :meth:`callback` in place of the callback, whose every call pauses the fast calls.
+    The block in which ``policy`` builds its action distributions without argument validation, when ``trusted``:
+    :meth:`~sb3_xppo.common.policies.XPPOPolicyMixin.trusted_inputs` for XPPO's policies; a policy of the user's own
+    keeps its checks.
 
-    :param policy: the policy
-    :param no_validation: turn ``torch.distributions`` argument validation off in those calls (for finite parameters:
-        with finite observations, the checks cannot fail)
-    :param inference: run them under ``torch.inference_mode`` (their outputs are inference tensors)
+    :param policy: the model's policy
+    :param trusted: whether the block's calls have inputs known finite (observations and parameters)
     """
-
-    METHODS = ("forward", "predict_values")
-
-    def __init__(self, policy: th.nn.Module, no_validation: bool, inference: bool) -> None:
-        self.policy, self.no_validation, self.inference = policy, no_validation, inference
-        self.active = False
-        self.saved: dict[str, Any] = {}
-
-    def __enter__(self) -> FastPolicyCalls:
-        if not (self.inference or self.no_validation):
-            return self  # nothing to do
-        for name in self.METHODS:
-            self.saved[name] = vars(self.policy).get(name)
-            # a partial of a bound method: a copy of the policy made meanwhile calls its own methods
-            setattr(self.policy, name, functools.partial(self._call, getattr(self.policy, name)))
-        self.active = True
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.active = False
-        for name, saved in self.saved.items():
-            if saved is None:
-                delattr(self.policy, name)
-            else:
-                setattr(self.policy, name, saved)
-        self.saved = {}
-
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        if not self.active:
-            return method(*args, **kwargs)
-        # The observation comes first in every policy's forward / predict_values
-        validate = not (self.no_validation and args and all_finite(args[0]))
-        if not self.inference:  # (inference_mode(False) would turn gradients back on)
-            if validate:
-                return method(*args, **kwargs)
-            with validation_off():
-                return method(*args, **kwargs)
-        with th.inference_mode():
-            if validate:
-                return method(*args, **kwargs)
-            with validation_off():
-                return method(*args, **kwargs)
-
-    def callback(self, callback: Any) -> Any:
-        """
-        ``callback`` as the rollout loop is to see it: every method call pauses the fast calls, so that the
-        callback's own calls of the policy are plain ones.
-
-        :param callback: the ``BaseCallback`` given to ``collect_rollouts``
-        """
-        return _PausingCallback(callback, self) if self.saved else callback
-
-
-class _PausingCallback:
-    """A callback's proxy whose method calls run with :class:`FastPolicyCalls` paused; attributes are the callback's."""
-
-    def __init__(self, callback: Any, calls: FastPolicyCalls) -> None:
-        self._callback, self._calls = callback, calls
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._callback, name)
-        if not callable(attr):
-            return attr
-        calls = self._calls
-
-        def paused(*args: Any, **kwargs: Any) -> Any:
-            active, calls.active = calls.active, False
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                calls.active = active
-
-        setattr(self, name, paused)  # made once per method and rollout
-        return paused
+    trusted_inputs = getattr(policy, "trusted_inputs", None)
+    return trusted_inputs(trusted) if trusted and trusted_inputs is not None else nullcontext()
 
 
 # --- flat Adam ----------------------------------------------------------------------------------------------------------

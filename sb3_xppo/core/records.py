@@ -32,6 +32,39 @@ class TrainRecord:
     #: the last minibatch's loss
     loss: th.Tensor = field(default_factory=lambda: th.zeros(()))
 
+    def add(
+        self,
+        epoch: int,
+        log_ratio: th.Tensor,
+        advantages: th.Tensor,
+        valid: th.Tensor | None,
+        policy_loss: th.Tensor,
+        value_loss: th.Tensor,
+        entropy_loss: th.Tensor,
+        group_value_losses: th.Tensor,
+    ) -> None:
+        """
+        One minibatch's record, before its optimizer step.
+
+        :param epoch: the minibatch's epoch
+        :param log_ratio: ``log_prob - old_log_prob`` (no graph)
+        :param advantages: the advantages as the loss saw them
+        :param valid: which samples count (None: all)
+        :param policy_loss: the actor's loss
+        :param value_loss: the critics' loss
+        :param entropy_loss: the entropy loss
+        :param group_value_losses: a scalar (one critic), or ``(G,)`` the value loss of each reward group
+        """
+        with th.no_grad():
+            row = th.stack((policy_loss, value_loss, entropy_loss))
+            if group_value_losses.ndim > 0:
+                row = th.cat((row, group_value_losses))
+        self.epochs.append(epoch)
+        self.losses.append(row)
+        self.log_ratios.append(log_ratio)
+        self.advantages.append(advantages)
+        self.valid.append(valid)
+
     def non_finite_error(self) -> ValueError | None:
         """The error naming the first non-finite of the ``CHECKED_TERMS`` (one host copy for all minibatches), or None."""
         steps = len(self.grad_norms)

@@ -43,26 +43,20 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.utils import get_device, set_random_seed
 from tqdm.auto import tqdm
 
-from sb3_xppo.dagger_distill.adapters import (
-    PolicyAdapter,
-    PolicyInput,
-    SB3VecEnvAdapter,
+from sb3_xppo.dagger_distill.actions import action_clipper, same_action_space
+from sb3_xppo.dagger_distill.checkpoints import load_sb3_model, resolve_algo
+from sb3_xppo.dagger_distill.distiller import DaggerDistiller
+from sb3_xppo.dagger_distill.env_adapter import SB3VecEnvAdapter
+from sb3_xppo.dagger_distill.objectives import Objective, kl_loss, mse_loss, nll_loss
+from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter, student_optimizer
+from sb3_xppo.dagger_distill.policy_input import PolicyInput, is_maskable, is_recurrent, obs_of
+from sb3_xppo.dagger_distill.teacher_obs import (
     TeacherObs,
-    action_clipper,
     frozen_vec_normalize,
-    is_maskable,
-    is_recurrent,
-    load_sb3_model,
-    obs_of,
-    resolve_algo,
-    same_action_space,
     same_obs_space,
     select_space,
-    student_optimizer,
     teacher_obs_keys,
 )
-from sb3_xppo.dagger_distill.distiller import DaggerDistiller
-from sb3_xppo.dagger_distill.objectives import Objective, kl_loss, mse_loss, nll_loss
 
 LOSSES: dict[str, Objective] = {
     "nll": nll_loss,

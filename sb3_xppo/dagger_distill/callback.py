@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import os
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import RolloutBufferSamples, Schedule
@@ -22,34 +19,34 @@ from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 from torch.distributions import Categorical
+from torch.utils.hooks import RemovableHandle
 
-from sb3_xppo.dagger_distill.adapters import (
-    ObsKeys,
-    PolicyAdapter,
+from sb3_xppo.dagger_distill.actions import action_clipper, same_action_space, tree_to_action
+from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
+from sb3_xppo.dagger_distill.dataset import AggregatedDataset
+from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number, _resolve_layer
+from sb3_xppo.dagger_distill.masks import actions_allowed, mask_size
+from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
+from sb3_xppo.dagger_distill.patching import StudentPatch
+from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter, student_optimizer
+from sb3_xppo.dagger_distill.policy_input import (
     PolicyInput,
-    TeacherObs,
-    action_clipper,
-    actions_allowed,
     batch_first_lstm_states,
-    frozen_vec_normalize,
     initial_lstm_states,
     is_maskable,
     is_recurrent,
-    load_sb3_model,
-    mask_size,
     obs_of,
-    same_action_space,
+)
+from sb3_xppo.dagger_distill.pytree import Tree, batch_size_of, best_action, check_finite_states, tree_leaves, tree_map
+from sb3_xppo.dagger_distill.teacher_obs import (
+    ObsKeys,
+    TeacherObs,
+    frozen_vec_normalize,
     same_obs_space,
     select_obs,
     select_space,
-    student_optimizer,
     teacher_obs_keys,
-    tree_to_action,
 )
-from sb3_xppo.dagger_distill.dataset import AggregatedDataset
-from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number, _resolve_layer
-from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
-from sb3_xppo.dagger_distill.pytree import Tree, batch_size_of, best_action, check_finite_states, tree_leaves, tree_map
 from sb3_xppo.dagger_distill.wrappers import raw_obs_source
 
 
@@ -71,7 +68,7 @@ class DaggerCallback(BaseCallback):
 
     **Recurrent students** (RecurrentPPO, RecurrentXPPO). With each visited state the dataset stores the actor's
     LSTM state (hidden and cell) *as the policy saw it before acting there* and the episode-start flag
-    (a :class:`~sb3_xppo.dagger_distill.adapters.PolicyInput`); the student's distribution on a stored state is one
+    (a :class:`~sb3_xppo.dagger_distill.policy_input.PolicyInput`); the student's distribution on a stored state is one
     LSTM step from that state, so the loss trains the LSTM's input and recurrent weights through that one step
     (truncated backpropagation through time of length 1), while the stored state itself is a constant, computed by the
     weights of the rollout that visited it. A longer-horizon variant would store whole sequences (the rollout's
@@ -81,21 +78,28 @@ class DaggerCallback(BaseCallback):
     feed-forward (typically a privileged or full-state teacher); a recurrent teacher, which would need its own LSTM
     state tracked through the student's rollouts, is refused (``ValueError``).
 
-    **Maskable students** (MaskablePPO, MaskableXPPO). Each state's action masks (as MaskablePPO's rollout reads
-    them; all allowed with ``use_masking=False``) are stored with it, and the student's distribution is fitted
-    masked. A teacher's label that the state's mask forbids has probability 0 under the masked student (its
-    log-probability is about -1e8), so no loss can fit it: that state is dropped from the loss, as a non-finite label
-    is, and counted in ``distill/forbidden_labels`` (its share of the sampled states). With ``beta``, a teacher's action
-    the mask forbids is never executed: the student's own action is taken. A maskable SB3 teacher reads the student's
-    masks too (its labels are then allowed). ``kl_loss`` and ``mse_loss`` compare the student with the teacher's
-    distribution restricted to the allowed actions (renormalized; MultiDiscrete and Discrete heads), on the states whose
-    teacher label is allowed.
+    **Maskable students** (MaskablePPO, MaskableXPPO). Each state's action masks (those the policy acted with, as the
+    action hook receives them; all allowed with ``use_masking=False``) are stored with it, and the student's
+    distribution is fitted masked. A teacher's label that the state's mask forbids has probability 0 under the masked
+    student (its log-probability is about -1e8), so no loss can fit it: that state is dropped from the loss, as a
+    non-finite label is, and counted in ``distill/forbidden_labels`` (its share of the sampled states). With ``beta``,
+    a teacher's action the mask forbids is never executed: the student's own action is taken. A maskable SB3 teacher
+    reads the student's masks too (its labels are then allowed). ``kl_loss`` and ``mse_loss`` compare the student with
+    the teacher's distribution restricted to the allowed actions (renormalized; MultiDiscrete and Discrete heads), on
+    the states whose teacher label is allowed.
 
     ``beta`` executes the teacher's action instead of the student's with that probability (DAgger's mixture
-    policy). It wraps, during ``learn()`` only, the one method that picks the rollout's actions: for on-policy
-    students ``policy.forward``, which then swaps in the teacher's action and returns the student's own
-    log-probability of it (``evaluate_actions``), so PPO's ratios stay valid; for off-policy students
-    ``_sample_action``.
+    policy); the log-probabilities PPO stores are the student's own of the executed actions, so its ratios stay valid.
+
+    **How the student is steered.** From ``on_training_start`` to ``on_training_end``, by one action hook,
+    ``hook(model, obs, actions, action_masks) -> actions or None`` (beta), and for loss-hook students the loss hook:
+
+    - students of the XPPO family take both through their ``register_action_hook`` and ``register_loss_hook``: no
+      attribute of the model or its policy is set, and XPPO's rollout stores the student's log-probabilities of the
+      executed actions (under the same LSTM state and masks);
+    - any other student is steered by a :class:`~sb3_xppo.dagger_distill.patching.StudentPatch`, which calls the same
+      action hook from the policy's ``forward`` (on-policy) or the model's ``_sample_action`` (off-policy) and stores
+      the log-probabilities likewise.
 
     **What the teacher reads.** The raw observations, never the student's normalized ones: the original observations
     when the student's env is wrapped in ``VecNormalize``, the full Dict when a
@@ -105,26 +109,21 @@ class DaggerCallback(BaseCallback):
     in (an rl-zoo3 teacher trained with ``normalize: true``). A non-finite observation (student's or teacher's) is a
     ``ValueError`` naming the env, the step and the Dict key, raised before it joins the dataset.
 
-    **Leaving the model as it was.** SB3's ``learn()`` has no hook for an exception (``_on_training_end`` is skipped),
-    so the callback only changes the model inside calls it wraps in ``try``/``finally``. During ``learn()`` the model's
-    ``collect_rollouts`` and ``train`` (and ``dump_logs``) are wrapped by guards; the teacher-mixing wrapper
-    (``beta``) exists only during one ``collect_rollouts()`` call, XPPO's loss hook only during one ``train()`` call,
-    and both go in that call's ``finally``. Any exception leaving a guarded call (``KeyboardInterrupt`` in
-    ``env.step``, an error in another callback's ``on_step``/rollout hooks, in ``train()``) also removes the guards,
-    and ``_on_training_end`` does at the normal end: the model's and policy's attributes are then exactly as before.
-    Only an exception raised by ``learn()`` itself between those calls (another callback's ``on_training_start`` or
-    ``on_training_end``) can leave the guards behind, and they are inert: a guard passes every call that is not part
-    of this callback's ``learn()`` (a ``collect_rollouts`` without this callback) to the model's own method and removes
-    all of them; the callback's next ``learn()`` also removes them first. The same callback may serve several
-    ``learn()`` calls of one model (the dataset is kept) or move to another model (it starts afresh); using it in a
-    second ``learn()`` while one is running is a ``ValueError``.
+    **Leaving the model as it was.** SB3's ``learn()`` has no hook for an exception (``_on_training_end`` is skipped).
+    A stock student's patch has guards that remove it when an exception leaves ``collect_rollouts``, ``train`` or
+    ``dump_logs`` (:class:`~sb3_xppo.dagger_distill.patching.StudentPatch`): the model's and policy's attributes are
+    then exactly as before. An XPPO student's attributes are never changed, and its hooks are registered until the
+    ``learn()`` ends: XPPO removes them when it returns or raises. The callback's next ``learn()`` removes whatever is
+    left first. The
+    same callback may serve several ``learn()`` calls of one model (the dataset is kept) or move to another model (it
+    starts afresh); using it in a second ``learn()`` while one is running is a ``ValueError``.
 
     Logs ``distill/loss``, ``distill/agreement`` (share of states where the student's best action matches the
     teacher's; continuous actions within 5% of the action range), ``distill/weight``, ``distill/beta``,
     ``distill/dataset_size`` and, for a maskable student, ``distill/forbidden_labels``.
 
     :param teacher: an SB3 model, the path to an SB3 ``.zip``, or a callable ``obs -> Distribution`` (or pytree,
-        as :class:`~sb3_xppo.dagger_distill.adapters.PolicyAdapter` builds them for the student's action space)
+        as :class:`~sb3_xppo.dagger_distill.policy_adapter.PolicyAdapter` builds them for the student's action space)
         receiving the observation as tensors on the student's device
     :param loss_fn: :func:`~sb3_xppo.dagger_distill.nll_loss` (default), ``kl_loss``, ``mse_loss`` or your own
     :param weight: weight of the distillation loss: a float or a schedule of ``progress_remaining`` (1 -> 0),
@@ -155,8 +154,7 @@ class DaggerCallback(BaseCallback):
     _student: PolicyAdapter
     _teacher: Any
     _optimizer: th.optim.Optimizer
-    _off_policy: bool
-    _uses_hook: bool
+    _uses_hook: bool  # the distillation loss joins the RL loss through register_loss_hook
     _epochs: int
     _batch_size: int
 
@@ -245,11 +243,13 @@ class DaggerCallback(BaseCallback):
         self._raw_space: spaces.Space | None = None
         self._teacher_raw: Any = None  # the raw observations matching the model's _last_obs
         self._store_teacher_states = False
-        # The guards of learn() (see the class docstring)
-        self._patches = _Patches()
-        self._attached = False
-        self._armed = False  # our collect_rollouts() returned: its dump_logs() and train() belong to this learn()
-        self._depth = 0  # guarded calls in progress
+        # How the student is steered during one learn() (see the class docstring)
+        self._hook_handles: list[RemovableHandle] = []  # XPPO's action hook, and the loss hook of loss-hook students
+        self._patch: StudentPatch | None = None  # a stock student's
+        self._running = False  # from _attach to _release
+        self._learn: tuple[Any, ...] = ()  # _learn_id() of the learn() attached in
+        self._in_rollout = False  # between on_rollout_start and on_rollout_end
+        self._step_masks: np.ndarray | None = None  # the action masks the policy acted with at this step
 
     # ----------------------------------------------------------------------------------------------------------------
     # Setup: checks that fail before any step
@@ -257,15 +257,13 @@ class DaggerCallback(BaseCallback):
 
     def init_callback(self, model: BaseAlgorithm) -> None:
         # Refused before BaseCallback points the callback at the new model: the running learn() keeps it
-        if self._depth > 0:
-            raise ValueError(
-                "this DaggerCallback is already in use by a learn() that is running: give each learn() its own DaggerCallback"
-            )
+        if self._patch is not None and self._patch.busy:
+            raise ValueError(_IN_USE)
         super().init_callback(model)
 
     def _init_callback(self) -> None:
         model: Any = self.model
-        self._detach()  # whatever an interrupted learn() may have left behind (see the class docstring)
+        self._release()  # whatever an interrupted learn() may have left behind (see the class docstring)
         policy = model.policy
         source = raw_obs_source(self.training_env) if self.training_env is not None else None
         self._raw_obs = None if source is None else source[0]
@@ -278,12 +276,12 @@ class DaggerCallback(BaseCallback):
             self.dataset = AggregatedDataset(self.dataset.capacity)
             self._pending = 0
         self._raw_space = raw_space
-        self._off_policy = isinstance(model, OffPolicyAlgorithm)
-        if self._off_policy and not hasattr(policy, "actor"):
+        off_policy = isinstance(model, OffPolicyAlgorithm)
+        if off_policy and not hasattr(policy, "actor"):
             raise ValueError(
                 f"the student must be PPO, A2C, XPPO, TRPO, MaskablePPO, SAC or TD3; {type(model).__name__} has no actor"
             )
-        if not self._off_policy and not hasattr(policy, "get_distribution"):
+        if not off_policy and not hasattr(policy, "get_distribution"):
             raise ValueError(f"the student's policy {type(policy).__name__} has no action distribution (get_distribution)")
         self._uses_hook = hasattr(model, "register_loss_hook")
         if self.rl_coef != 1.0 and not self._uses_hook:
@@ -385,9 +383,11 @@ class DaggerCallback(BaseCallback):
         self._attach()
 
     def _on_step(self) -> bool:
+        self._check_own_learn()
         # The observation the student just acted on (SB3 updates _last_obs after the callback), checked on arrival
         cpu = th.device("cpu")
-        fields = dict(states=self._student_input(obs_as_tensor(self.model._last_obs, cpu), self.locals.get("action_masks")))
+        masks, self._step_masks = self._step_masks, None
+        fields = dict(states=self._student_input(obs_as_tensor(self.model._last_obs, cpu), masks))
         if self._store_teacher_states:
             raw = self._teacher_raw if self._raw_obs is not None else self.model._last_obs
             fields["teacher_states"] = self._teacher_obs(raw, cpu)
@@ -414,16 +414,30 @@ class DaggerCallback(BaseCallback):
             check_finite_states(teacher_obs, "teacher observation", row)
 
     def _on_rollout_start(self) -> None:
+        # The first observation the rollout acts on, before the policy or the dataset uses it
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()
+        self._check_arrival(self.model._last_obs)
         self._update_schedules()
         if not self._uses_hook:
             self._distill_round()
+        self._in_rollout = True
+
+    def _on_rollout_end(self) -> None:
+        self._check_own_learn()
+        self._in_rollout = False
 
     def _on_training_end(self) -> None:
         try:
             if not self._uses_hook:
                 self._distill_round()
         finally:
-            self._detach()
+            self._release()
+
+    def _check_own_learn(self) -> None:
+        """A ``ValueError`` when the rollout calling the callback is not its model's (another learn() took it)."""
+        if self.locals.get("self", self.model) is not self.model:
+            raise ValueError(_IN_USE)
 
     def _update_schedules(self) -> None:
         progress = self.model._current_progress_remaining
@@ -470,7 +484,12 @@ class DaggerCallback(BaseCallback):
             policy.set_training_mode(False)
 
     def _loss_hook(self, model: BaseAlgorithm, rollout_data: RolloutBufferSamples, loss: th.Tensor) -> th.Tensor:
-        """XPPO's loss hook: ``rl_coef * rl_loss + weight * distill_loss`` on a minibatch of the aggregated dataset."""
+        """
+        XPPO's loss hook: ``rl_coef * rl_loss + weight * distill_loss`` on a minibatch of the aggregated dataset; the
+        loss as it is outside the learn() it was registered in (see :meth:`_steer`).
+        """
+        if not self._in_learn(model):
+            return loss
         # The projector's gradient of the previous minibatch is complete now (XPPO stepped its own optimizer)
         self._step_projector()
         rl_loss = loss if self.rl_coef == 1.0 else self.rl_coef * loss
@@ -500,7 +519,7 @@ class DaggerCallback(BaseCallback):
             self._projector_optimizer.zero_grad()
 
     # ----------------------------------------------------------------------------------------------------------------
-    # beta: executing the teacher's action
+    # What the student and the teacher read; beta's teacher actions
     # ----------------------------------------------------------------------------------------------------------------
 
     def _student_input(self, obs: Tree, action_masks: Any = None, initial: bool = False) -> Tree:
@@ -558,213 +577,74 @@ class DaggerCallback(BaseCallback):
             actions = self.distiller.label_transform(obs, actions, None, self.num_timesteps)
         return tree_to_action(actions, self.model.action_space)
 
-    def _forward_with_teacher(self, forward: Any) -> Any:
+    def _steer(self, model: Any, obs: Tree, actions: th.Tensor, action_masks: np.ndarray | None) -> th.Tensor | None:
         """
-        The policy's ``forward`` executing the teacher's action with probability beta: PPO's, MaskablePPO's
-        ``(obs, deterministic, action_masks) -> (actions, values, log_prob)`` and RecurrentPPO's
-        ``(obs, lstm_states, episode_starts, deterministic) -> (actions, values, log_prob, lstm_states)``. The values
-        and the new LSTM state are the student's (the LSTM reads observations, not actions).
+        The action hook (XPPO's ``register_action_hook``, or a stock student's :class:`StudentPatch`): with probability
+        beta the teacher's action in place of the policy's, in the space of the policy's ``actions`` ([-1, 1] for a
+        squashing policy: gSDE with ``squash_output``, SAC, TD3); a teacher's action the ``action_masks`` forbid is not
+        executed. None (the policy's actions) outside this callback's rollouts; called by a model whose learn() is not
+        the one the hooks were registered in (an exception left them), it removes them. It also keeps the step's
+        ``action_masks``, which :meth:`_on_step` stores with the state.
         """
-        policy = self.model.policy
-        signature = inspect.signature(forward)
-
-        def forward_with_teacher(obs: Tree, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-            out = forward(obs, *args, **kwargs)
-            actions, values, log_prob = out[:3]
-            if self._beta_now <= 0:
-                return out
-            take = th.rand(actions.shape[0], device=actions.device) < self._beta_now
-            if not take.any():
-                return out
-            arguments = signature.bind(obs, *args, **kwargs).arguments
-            masks = arguments.get("action_masks")
-            teacher = self._teacher_actions(obs, masks).to(actions.device, actions.dtype).reshape(actions.shape)
-            if policy.squash_output:  # gSDE with squashing acts in [-1, 1]
-                low = th.as_tensor(self.model.action_space.low, device=actions.device)
-                high = th.as_tensor(self.model.action_space.high, device=actions.device)
-                teacher = 2.0 * (teacher - low) / (high - low) - 1.0
-            if masks is not None:  # MaskablePPO: a teacher's action the mask forbids is not executed
-                take &= actions_allowed(masks, teacher, self.model.action_space)
-            actions = th.where(take.reshape(-1, *([1] * (actions.ndim - 1))), teacher, actions)
-            # The student's own log-probability of the executed actions: PPO's ratios stay valid
-            if self._recurrent:
-                dist, _ = policy.get_distribution(obs, arguments["lstm_states"].pi, arguments["episode_starts"])
-                log_prob = dist.log_prob(actions)
-            elif masks is not None:
-                log_prob = policy.evaluate_actions(obs, actions, masks)[1]
-            else:
-                log_prob = policy.evaluate_actions(obs, actions)[1]
-            return (actions, values, log_prob, *out[3:])
-
-        return forward_with_teacher
-
-    def _sampling_with_teacher(self, sample_action: Any) -> Any:
-        model = self.model
-
-        def sample_with_teacher(*args: Any, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
-            action, buffer_action = sample_action(*args, **kwargs)
-            take = np.random.rand(len(action)) < self._beta_now
-            if not take.any():
-                return action, buffer_action
-            with th.no_grad():
-                obs = obs_as_tensor(model._last_obs, model.device)
-                teacher = self._teacher_actions(obs).cpu().numpy().reshape(action.shape)
-            action, buffer_action = action.copy(), buffer_action.copy()
-            action[take] = teacher[take]
-            # The replay buffer stores Box actions scaled to [-1, 1]
-            buffer_action[take] = (
-                model.policy.scale_action(teacher[take]) if isinstance(model.action_space, spaces.Box) else teacher[take]
-            )
-            return action, buffer_action
-
-        return sample_with_teacher
+        if not self._in_learn(model):
+            if model is self.model:
+                self._release()
+            return None
+        self._step_masks = action_masks  # stored with the state (on_step)
+        if not self._in_rollout or self._beta_now <= 0:
+            return None
+        take = th.rand(actions.shape[0], device=actions.device) < self._beta_now
+        if not take.any():
+            return None
+        teacher = self._teacher_actions(obs, action_masks).to(actions.device, actions.dtype).reshape(actions.shape)
+        if model.policy.squash_output:
+            low = th.as_tensor(model.action_space.low, dtype=actions.dtype, device=actions.device)
+            high = th.as_tensor(model.action_space.high, dtype=actions.dtype, device=actions.device)
+            teacher = 2.0 * (teacher - low) / (high - low) - 1.0
+        if action_masks is not None:
+            take &= actions_allowed(action_masks, teacher, model.action_space)
+        return th.where(take.reshape(-1, *([1] * (actions.ndim - 1))), teacher, actions)
 
     # ----------------------------------------------------------------------------------------------------------------
-    # Guards: the model is changed only inside calls wrapped in try/finally (see the class docstring)
+    # Steering during learn(): hooks or a StudentPatch, attached at training start and released at its end
     # ----------------------------------------------------------------------------------------------------------------
 
     def _attach(self) -> None:
-        """Guard the model's methods that learn() calls; the teacher's actions and the loss hook come with each call."""
-        self._detach()
-        self._attached = True
+        """Steer the student for this learn(): XPPO's hooks, else a :class:`StudentPatch` (see the class docstring)."""
+        self._release()
+        model = self.model
+        self._running, self._learn = True, _learn_id(model)
         try:
-            self._guard("collect_rollouts", self._acting)
-            self._guard("train", self._training)
-            if not self._off_policy and hasattr(self.model, "dump_logs"):
-                self._guard("dump_logs")
-            self._exclude_patches_from_save()
+            if self._uses_hook:
+                self._hook_handles.append(model.register_loss_hook(self._loss_hook, until_learn_ends=True))
+            if hasattr(model, "register_action_hook"):
+                self._hook_handles.append(model.register_action_hook(self._steer, until_learn_ends=True))
+            else:
+                self._patch = StudentPatch(model, self, self._steer)
+                self._patch.attach()
         except BaseException:
-            self._detach()
+            self._release()
             raise
 
-    def _detach(self) -> None:
-        """Undo every change to the model and its policy, exactly (idempotent)."""
-        self._patches.undo_all()
-        self._attached = False
-        self._armed = False
+    def _release(self) -> None:
+        """Undo :meth:`_attach`: the hooks removed, the patch detached (idempotent)."""
+        self._running = self._in_rollout = False
+        while self._hook_handles:
+            self._hook_handles.pop().remove()
+        if self._patch is not None:
+            self._patch.detach()
 
-    def _exclude_patches_from_save(self) -> None:
-        """
-        ``model.save()`` during learn() (a ``CheckpointCallback``) stores the model's ``__dict__``: the guards and the
-        teacher-mixing wrapper, instance attributes for now, are left out of it, and so is this override itself.
-        """
-        original = self.model._excluded_save_params
-
-        def excluded_save_params() -> list[str]:
-            patched = {name for owner, name, _ in self._patches._applied.values() if owner is self.model}
-            return [*original(), *sorted(patched)]
-
-        self._patches.set(self.model, "_excluded_save_params", excluded_save_params)
-
-    def _guard(self, name: str, scope: Callable[[], AbstractContextManager[None]] | None = None) -> None:
-        """
-        Wrap ``model.<name>``: within ``scope`` when the call belongs to this callback's learn(), and detaching on any
-        exception; a call that does not belong to it (a leftover guard) detaches and goes to the model's own method.
-        """
-        original = getattr(self.model, name)
-        signature = inspect.signature(original)  # follows __wrapped__: another callback's guard has the method's
-
-        @functools.wraps(original)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if not self._owns(name, signature, args, kwargs):
-                self._detach()
-                return original(*args, **kwargs)
-            self._depth += 1
-            try:
-                with scope() if scope is not None else nullcontext():
-                    return original(*args, **kwargs)
-            except BaseException:
-                self._detach()
-                raise
-            finally:
-                self._depth -= 1
-
-        self._patches.set(self.model, name, guarded)
-
-    def _owns(self, name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether a guarded call is part of this callback's learn(): a rollout run with it, then that rollout's steps."""
-        if not self._attached:
-            return False
-        if name != "collect_rollouts":
-            return self._armed
-        try:
-            callback = signature.bind(*args, **kwargs).arguments.get("callback")
-        except TypeError:
-            return False
-        return _holds(callback, self)
-
-    @contextmanager
-    def _acting(self) -> Iterator[None]:
-        """During one collect_rollouts(): the teacher's actions with probability beta, its raw observations tracked."""
-        self._armed = False
-        model = self.model
-        if self._raw_obs is not None:
-            self._teacher_raw = self._raw_obs()  # those of model._last_obs, the first observation acted on
-        self._check_arrival(model._last_obs)
-        if self._off_policy:
-            handle = self._patches.set(model, "_sample_action", self._sampling_with_teacher(model._sample_action))
-        else:
-            handle = self._patches.set(model.policy, "forward", self._forward_with_teacher(model.policy.forward))
-        try:
-            yield
-        finally:
-            self._patches.undo(handle)
-        self._armed = True  # the rollout completed: its dump_logs() and train() follow
-
-    @contextmanager
-    def _training(self) -> Iterator[None]:
-        """During one train(): XPPO's loss hook."""
-        handle = self.model.register_loss_hook(self._loss_hook) if self._uses_hook else None
-        try:
-            yield
-        finally:
-            if handle is not None:
-                handle.remove()
-            self._armed = False
+    def _in_learn(self, model: Any) -> bool:
+        """Whether ``model`` runs the learn() the callback was attached in."""
+        return self._running and model is self.model and _learn_id(model) == self._learn
 
 
-_MISSING = object()
+_IN_USE = "this DaggerCallback is already in use by a learn() that is running: give each learn() its own DaggerCallback"
 
 
-class _Patches:
-    """Instance attributes set for a while and undone exactly: the instance attribute they shadowed (or none) returns."""
-
-    def __init__(self) -> None:
-        self._applied: dict[int, tuple[Any, str, Any]] = {}
-        self._count = 0
-
-    def set(self, owner: Any, name: str, value: Any) -> int:
-        """
-        :return: a handle for :meth:`undo`
-        """
-        self._count += 1
-        self._applied[self._count] = (owner, name, vars(owner).get(name, _MISSING))
-        vars(owner)[name] = value
-        return self._count
-
-    def undo(self, handle: int) -> None:
-        entry = self._applied.pop(handle, None)
-        if entry is None:  # already undone
-            return
-        owner, name, previous = entry
-        if previous is _MISSING:
-            vars(owner).pop(name, None)
-        else:
-            vars(owner)[name] = previous
-
-    def undo_all(self) -> None:
-        for handle in sorted(self._applied, reverse=True):  # newest first: stacked patches of one name unwind in order
-            self.undo(handle)
-
-
-def _holds(callback: Any, target: BaseCallback) -> bool:
-    """Whether ``callback`` (as learn() holds it: a CallbackList, an event callback, ...) is or contains ``target``."""
-    if callback is target:
-        return True
-    if isinstance(callback, CallbackList):
-        return any(_holds(child, target) for child in callback.callbacks)
-    child = getattr(callback, "callback", None)  # EventCallback (EveryNTimesteps, ...)
-    return isinstance(child, BaseCallback) and _holds(child, target)
+def _learn_id(model: BaseAlgorithm) -> tuple[Any, ...]:
+    """What SB3's ``_setup_learn`` sets anew at every ``learn()`` call: tells a learn() from the next one."""
+    return (model.start_time, model._total_timesteps, model._num_timesteps_at_start)
 
 
 def _check_heads(student: Any, teacher: Any) -> None:

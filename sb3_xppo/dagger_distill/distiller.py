@@ -12,9 +12,9 @@ import torch as th
 from torch import nn
 from torch.distributions import Distribution
 
-from sb3_xppo.dagger_distill.adapters import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss
+from sb3_xppo.dagger_distill.policy_adapter import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.pytree import (
     Tree,
     batch_size_of,
@@ -57,7 +57,7 @@ class DaggerDistiller:
 
     Both policies are callables ``state -> Distribution``, or ``state -> pytree`` (dict / list / tuple, nested) of
     distributions for composite action spaces; the loss is summed over the heads. A Stable-Baselines3 model,
-    policy or path to a saved ``.zip`` is accepted too (see :mod:`sb3_xppo.dagger_distill.adapters`).
+    policy or path to a saved ``.zip`` is accepted too (see :mod:`sb3_xppo.dagger_distill.policy_adapter`).
 
     Env-free: ``loss, student_out = distiller(states)``. The teacher runs under ``no_grad``; only the student
     receives gradients. With ``env=`` and ``optimizer=`` (or ``params=``), :meth:`collect` rolls out the student and
@@ -69,7 +69,7 @@ class DaggerDistiller:
     (``ValueError`` naming the env and step, or the batch row, and the Dict key), raised before any update uses it.
 
     A student with action masks (a callable with an ``allowed_labels(states, labels) -> (b) bool`` method, as
-    :class:`~sb3_xppo.dagger_distill.adapters.PolicyAdapter` has for MaskablePPO) drops the states whose label its mask
+    :class:`~sb3_xppo.dagger_distill.policy_adapter.PolicyAdapter` has for MaskablePPO) drops the states whose label its mask
     forbids in the same way: the masked student gives that action probability 0, so no loss could fit it. They are
     counted (``DistillOutput.forbidden``, ``forbidden_labels`` in :meth:`collect`'s stats), and :meth:`collect` never
     executes such a label (``beta``): the student's own action is taken. Its optional

@@ -18,10 +18,6 @@ from torch.distributions import Bernoulli, Categorical, Distribution, Independen
 Tree = Any
 
 
-def _is_container(tree: Tree) -> bool:
-    return isinstance(tree, (dict, list, tuple))
-
-
 def tree_map(fn: Callable[..., Any], tree: Tree, *rest: Tree) -> Tree:
     """
     Apply ``fn`` leaf by leaf to pytrees of the same structure.

@@ -15,7 +15,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
-from sb3_xppo.dagger_distill.adapters import ObsKeys, select_obs, select_space
+from sb3_xppo.dagger_distill.teacher_obs import ObsKeys, select_obs, select_space
 
 
 class StudentObsWrapper(VecEnvWrapper):

@@ -6,7 +6,7 @@ Environments of the package, registered with gymnasium on import under the ``sb3
 - ``sb3_xppo/TwoStylePendulum-v0``: :class:`TwoStylePendulum`, Pendulum-v1 with two conflicting styles 100x apart in
   scale, one per episode, one reward group each (multi-critic groups with disjoint support); 200 steps at most.
 
-This room imports nothing else of the package (DESIGN.md).
+This room imports nothing else of the package (docs/guide/development.md, Layout).
 """
 
 import gymnasium as gym

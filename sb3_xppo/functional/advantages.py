@@ -380,13 +380,14 @@ def combine_grouped_advantages(
     :param advantages: grouped advantages, e.g. ``(b g n)`` (``group_dim=-2``) or ``(b n g)`` (``group_dim=-1``)
     :param weights: ``(g)`` group weights, default all 1; they scale each group before any reduction (also before
         ``'max'``/``'min'``). With ``'mean'`` they must not sum to 0 (``ValueError``)
-    :param normalize: z-score each group before weighting
+    :param normalize: z-score each group on its own before weighting: its masked mean and population variance over all
+        non-group dims, ``(A_g - mean_g) / sqrt(var_g + eps)``
     :param group_dim: the group dimension
     :param mask: mask of the non-group dims (e.g. ``(b n)``), or of the full grouped shape
-    :param reduce: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``, the sum over the groups present at each sample when a
-        grouped mask is given), ``'sum'`` (``sum_g w_g A_g``), ``'max'``, ``'min'`` (over the groups present), or a
-        callable receiving the weighted ``(g ...)`` tensor (masked-out entries 0) and returning the combined one.
-        A sample where no group is present gets 0
+    :param reduce: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``, without weights the plain mean over the groups; the sums
+        over the groups present at each sample when a grouped mask is given), ``'sum'`` (``sum_g w_g A_g``), ``'max'``,
+        ``'min'`` (over the groups present), or a callable receiving the weighted ``(g ...)`` tensor (masked-out
+        entries 0) and returning the combined one. A sample where no group is present gets 0
     :param eps: added to each group's variance
     :param scale_floor: with ``normalize``, no group's scale ``sqrt(var + eps)`` is taken below ``scale_floor`` times
         the largest group's (see :func:`group_statistics`); 0 (default): the plain z-score
@@ -423,8 +424,9 @@ def combine_grouped_advantages(
     if reduce == "mean":
         if present is None:
             return adv.mean(0) if w is None else adv.sum(0) / w.sum()
-        # the weights of the groups present at each sample (all of them, or none, for a mask of the non-group dims)
-        total = (present.to(adv.dtype) if w is None else w * present).sum(0)
+        # the total weight of the groups present at each sample (all of them, or none, for a mask of the non-group
+        # dims, whose present has a group dim of 1: expanded to g groups before the sum)
+        total = (present.to(adv.dtype) if w is None else w * present).expand_as(adv).sum(0)
         return th.where(total != 0, adv.sum(0) / th.where(total != 0, total, 1), 0)
     if present is None:
         return adv.amax(0) if reduce == "max" else adv.amin(0)

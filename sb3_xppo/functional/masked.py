@@ -99,7 +99,7 @@ def zero_masked(x: th.Tensor, mask: th.Tensor, out: th.Tensor | None = None) -> 
     ``x`` where ``mask`` is nonzero and an exact 0 elsewhere, even where ``x`` is NaN or inf.
 
     Outside autograd this multiplies each float's bit pattern, read as an integer, by 1 or 0: the same result
-    as ``th.where(mask != 0, x, 0)`` at about half the cost on CPU (``calc_gae`` runs it on every rollout).
+    as ``th.where(mask != 0, x, 0)`` at about half the cost on CPU (``calc_gae`` runs it on every call).
 
     :param x: values
     :param mask: bool or float mask broadcastable to ``x``

@@ -15,10 +15,10 @@ from sb3_xppo.multi_critic.policies import (
     MultiCriticPolicyMixin,
     SeparateCritics,
 )
-from sb3_xppo.multi_critic.wrappers import GroupRewardVecEnv, RewardGroups
+from sb3_xppo.multi_critic.wrappers import GroupRewards, RewardGroups
 
 __all__ = [
-    "GroupRewardVecEnv",
+    "GroupRewards",
     "MaskableMultiCriticCnnPolicy",
     "MaskableMultiCriticMultiInputPolicy",
     "MaskableMultiCriticPolicy",

@@ -47,8 +47,8 @@ class MultiCriticBufferMixin:
         than ``1 / group_scale_floor`` times against the largest one
 
     **Groups present on some samples only** (one group per style or task, Mysore et al. 2022): where the env's info
-    holds ``<vector_reward_key>_mask`` (``G`` bools: which groups exist at this step), :meth:`stage_group_masks`
-    receives it from :class:`~sb3_xppo.multi_critic.GroupRewardVecEnv` before each :meth:`add`. Each group's
+    holds ``<vector_reward_key>_mask`` (``G`` bools: which groups exist at this step), XPPO's rollout passes it to
+    :meth:`add` as ``group_masks`` (read by :class:`~sb3_xppo.multi_critic.GroupRewards`). Each group's
     statistics then cover its own samples, and each sample combines the groups present there (``'mean'`` divides
     by their weights' sum). GAE and the value targets are unchanged: an absent group's reward is the env's (0).
 
@@ -105,18 +105,8 @@ class MultiCriticBufferMixin:
         self.values = np.zeros(grouped, dtype=np.float32)
         self.returns = np.zeros(grouped, dtype=np.float32)
         self.group_advantages = np.zeros(grouped, dtype=np.float32)
-        #: which groups exist at each step (all, unless the env says otherwise through :meth:`stage_group_masks`)
+        #: which groups exist at each step (all, unless :meth:`add` is told otherwise)
         self.group_masks = np.ones(grouped, dtype=bool)
-        self._staged_masks: np.ndarray | None = None
-
-    def stage_group_masks(self, masks: np.ndarray | None) -> None:
-        """
-        The groups present at the step that the next :meth:`add` stores (called by
-        :class:`~sb3_xppo.multi_critic.GroupRewardVecEnv` after each env step).
-
-        :param masks: ``(n_envs, G)`` bools, or None: every group exists at that step
-        """
-        self._staged_masks = None if masks is None else np.asarray(masks, dtype=bool).reshape(self.n_envs, self.n_groups)
 
     def add(
         self,
@@ -126,6 +116,8 @@ class MultiCriticBufferMixin:
         episode_start: np.ndarray,
         value: th.Tensor,
         log_prob: th.Tensor,
+        *args: Any,
+        group_masks: np.ndarray | None = None,
         **kwargs: Any,
     ) -> None:
         """
@@ -135,16 +127,18 @@ class MultiCriticBufferMixin:
         :param episode_start: Start of episode signal.
         :param value: ``(n_envs, G)`` value estimates of the current state, one per critic
         :param log_prob: log probability of the action following the current policy.
+        :param group_masks: ``(n_envs, G)`` bools, the groups present at this step (None: all)
         :param kwargs: the base buffer's extras (a maskable buffer's ``action_masks``)
         """
         reward = th.as_tensor(reward).detach().to("cpu", th.float32).reshape(self.n_envs, self.n_groups).numpy()
         # This step's row (the base class's add() then moves pos on)
-        self.group_masks[self.pos] = True if self._staged_masks is None else self._staged_masks
-        self._staged_masks = None
+        self.group_masks[self.pos] = (
+            True if group_masks is None else np.asarray(group_masks, dtype=bool).reshape(self.n_envs, self.n_groups)
+        )
         # The base class writes value.flatten() (n_envs * G numbers) into the step's row: a flat view takes it
         grouped_values, self.values = self.values, self.values.reshape(self.buffer_size, -1)
         try:
-            super().add(obs, action, reward, episode_start, value, log_prob, **kwargs)  # type: ignore[misc]
+            super().add(obs, action, reward, episode_start, value, log_prob, *args, **kwargs)  # type: ignore[misc]
         finally:
             self.values = grouped_values
 

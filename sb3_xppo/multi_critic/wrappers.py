@@ -1,7 +1,7 @@
 """
 Where multi-critic XPPO gets its per-group rewards: ``info[vector_reward_key]`` of every step, a length-``G`` vector
 (MO-Gymnasium's convention, written by ``mo_gymnasium.wrappers.LinearReward``). :class:`RewardGroups` builds that
-vector from named reward terms in an env's info; :class:`GroupRewardVecEnv` reads and checks it during collection,
+vector from named reward terms in an env's info; :class:`GroupRewards` reads and checks it during XPPO's rollout,
 with the optional ``info[vector_reward_key + "_mask"]`` of groups that exist on some steps only.
 """
 
@@ -10,9 +10,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import torch as th
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, unwrap_vec_normalize
-from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
+from stable_baselines3.common.vec_env import VecEnv, unwrap_vec_normalize
 
 
 class RewardGroups(gym.Wrapper):
@@ -130,63 +128,43 @@ def read_group_masks(infos: list[dict[str, Any]], n_groups: int, mask_key: str) 
     return masks
 
 
-class GroupRewardVecEnv(VecEnvWrapper):
+class GroupRewards:
     """
-    Gives the rollout loop each step's group rewards ``info[vector_reward_key]`` (checked by
-    :func:`read_vector_rewards`) in place of the scalar reward, as a ``(n_envs, G)`` tensor on the policy's device.
-    SB3's ``collect_rollouts`` then bootstraps a truncated episode with ``rewards[idx] += gamma * V(terminal_obs)``,
-    where a multi-critic policy's ``V`` is a row of ``G`` values: each group from its own value, on any device.
-    The scalar reward is still recorded by the env's ``Monitor`` (episode returns).
+    Reads each step's group rewards for XPPO's rollout (``collect_rollouts``), from the infos the env returned: the
+    rewards ``info[vector_reward_key]`` (checked by :func:`read_vector_rewards`) and the groups present
+    ``info[vector_reward_key + "_mask"]`` (:func:`read_group_masks`). The rollout stores them in the multi-critic
+    buffer in place of the scalar reward, and bootstraps a truncated episode's groups each from its own value of the
+    terminal observation. The scalar reward is left as it is (callbacks and the env's ``Monitor`` see it).
 
-    - **Reward normalization**: under ``VecNormalize(norm_reward=True)`` the group rewards are normalized as
-      VecNormalize normalizes the scalar reward, with its own running statistics (the std of the discounted scalar
-      return, saved with the VecNormalize) and its clipping: ``clip(r_g / sqrt(var + epsilon), -clip_reward,
-      clip_reward)``. One scale for all groups: ``sum_g w_g r_g`` stays the normalized scalar reward when the
-      weights reproduce it (clipping aside), where a scale per group would change the objective (``sum_g w_g r_g /
-      s_g``); with ``normalize_groups=True`` the groups' advantages are rescaled each on its own anyway.
-    - **Groups present on some steps only**: ``info[vector_reward_key + "_mask"]`` (``G`` bools), when the env
-      gives it, goes to ``rollout_buffer.stage_group_masks`` (see
-      :class:`~sb3_xppo.multi_critic.MultiCriticBufferMixin`); an env without it has every group at every step.
+    **Reward normalization**: under ``VecNormalize(norm_reward=True)`` the group rewards are normalized as VecNormalize
+    normalizes the scalar reward, with its own running statistics (the std of the discounted scalar return, saved
+    with the VecNormalize) and its clipping: ``clip(r_g / sqrt(var + epsilon), -clip_reward, clip_reward)``. One
+    scale for all groups: ``sum_g w_g r_g`` stays the normalized scalar reward when the weights reproduce it (clipping
+    aside), where a scale per group would change the objective (``sum_g w_g r_g / s_g``); with
+    ``normalize_groups=True`` the groups' advantages are rescaled each on its own anyway.
 
-    :param venv: the vectorized environment
+    :param env: the rollout's vectorized environment (its ``VecNormalize``, if any, is found in its chain)
     :param n_groups: number of reward groups ``G``
     :param vector_reward_key: the info key of the reward vector
-    :param device: where the rewards go (the policy's device)
-    :param rollout_buffer: the buffer of the rollout, told each step's group masks (None: masks are refused)
     """
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        n_groups: int,
-        vector_reward_key: str = "vector_reward",
-        device: th.device | str = "cpu",
-        rollout_buffer: Any = None,
-    ):
-        super().__init__(venv)
+    def __init__(self, env: VecEnv, n_groups: int, vector_reward_key: str = "vector_reward") -> None:
         self.n_groups = n_groups
         self.vector_reward_key = vector_reward_key
         self.mask_key = f"{vector_reward_key}_mask"
-        self.device = th.device(device)
-        self.stage_group_masks = getattr(rollout_buffer, "stage_group_masks", None)
-        self.vec_normalize = unwrap_vec_normalize(venv)
+        self.vec_normalize = unwrap_vec_normalize(env)
 
-    def reset(self) -> VecEnvObs:
-        return self.venv.reset()
-
-    def step_wait(self) -> VecEnvStepReturn:
-        obs, _, dones, infos = self.venv.step_wait()
+    def read(self, infos: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray | None]:
+        """
+        :param infos: the step's infos, one per env
+        :return: ``(n_envs, G)`` float32 group rewards (normalized under a reward-normalizing ``VecNormalize``), and
+            ``(n_envs, G)`` bools of the groups present, or None when every group is
+        :raises ValueError: naming the env index and the key, for a missing key, a vector of the wrong length, a
+            non-finite reward or a malformed mask
+        """
         rewards = read_vector_rewards(infos, self.n_groups, self.vector_reward_key)
         if self.vec_normalize is not None:
             # VecNormalize's own formula and statistics (already updated with this step's scalar reward); a no-op
             # unless norm_reward
             rewards = self.vec_normalize.normalize_reward(rewards).astype(np.float32, copy=False)
-        masks = read_group_masks(infos, self.n_groups, self.mask_key)
-        if self.stage_group_masks is not None:
-            self.stage_group_masks(masks)
-        elif masks is not None:
-            raise ValueError(
-                f"info[{self.mask_key!r}] (reward groups present on some steps only) needs a multi-critic rollout buffer "
-                "with stage_group_masks(), such as sb3_xppo.multi_critic.MultiCriticRolloutBuffer"
-            )
-        return obs, th.as_tensor(rewards, device=self.device), dones, infos  # type: ignore[return-value]
+        return rewards, read_group_masks(infos, self.n_groups, self.mask_key)

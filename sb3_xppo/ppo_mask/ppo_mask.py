@@ -10,18 +10,25 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 
 from sb3_xppo.common.buffers import XPPOMaskableDictRolloutBuffer, XPPOMaskableRolloutBuffer
-from sb3_xppo.common.options import check_xppo_options, parent_keywords, ppo_keywords
+from sb3_xppo.common.options import (
+    check_xppo_options,
+    declare_xppo_options,
+    parent_keywords,
+    ppo_keywords,
+    xppo_arguments,
+)
 from sb3_xppo.common.policies import (
     MaskableXPPOActorCriticCnnPolicy,
     MaskableXPPOActorCriticPolicy,
     MaskableXPPOMultiInputActorCriticPolicy,
 )
-from sb3_xppo.core import XPPOCoreMixin
+from sb3_xppo.core import MaskedPolicyCalls, XPPOCoreMixin
 from sb3_xppo.multi_critic.buffers import MultiCriticMaskableDictRolloutBuffer, MultiCriticMaskableRolloutBuffer
 
 SelfMaskableXPPO = TypeVar("SelfMaskableXPPO", bound="MaskableXPPO")
 
 
+@declare_xppo_options()
 class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
     """
     XPPO for invalid-action masking: sb3-contrib's :class:`~sb3_contrib.MaskablePPO` (Huang & Ontañón 2022, A Closer
@@ -32,25 +39,6 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy, MultiInputPolicy: sb3-contrib's maskable ones)
     :param env: The environment to learn from (if registered in Gym, can be str)
-    :param actor_loss: ``'clip'``, ``'spo'`` or ``'asymmetric_spo'`` (see :class:`~sb3_xppo.XPPO`)
-    :param value_loss: None (PPO's meaning), ``'mse'``, ``'sb3'``, ``'clipped'`` or ``'improved'``
-    :param dual_clip: None or the dual clip constant ``c > 1`` (Ye et al. 2020), with ``actor_loss='clip'``
-    :param delightful: gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (Osband 2026)
-    :param delight_temp: temperature of the delightful gate, > 0
-    :param log_ratio_clamp: None, or clamp the log-ratio to ``(-c, c)`` or a ``(low, high)`` pair
-    :param reward_groups: None, or the number or names of reward groups: one critic per group (Mysore et al. 2022)
-    :param group_weights: ``G`` weights >= 0 of the groups' advantages (None: all equal)
-    :param group_reduce: ``'mean'``, ``'sum'``, ``'max'``, ``'min'`` or a callable
-    :param normalize_groups: z-score each group's advantages over the rollout before weighting them
-    :param vector_reward_key: the info key holding each step's reward vector
-    :param normalize_values: PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each
-        critic output regresses returns normalized by running statistics (per reward group), the last layer is
-        rescaled so that values in return units are preserved when the statistics move, and the value losses (and
-        ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
-        ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
-    :param group_value_weights: None (``"squared"`` in "scalarize" mode without ``normalize_values``, else
-        ``"equal"``), ``"squared"``, ``"equal"`` or ``G`` weights of the groups' value losses (see
-        :class:`~sb3_xppo.XPPO`)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
     :param kwargs: every keyword of :class:`~sb3_contrib.MaskablePPO`, in its meaning and with its defaults
@@ -59,6 +47,7 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
 
     xppo_buffer_classes = (XPPOMaskableRolloutBuffer, XPPOMaskableDictRolloutBuffer)
     multi_critic_buffer_classes = (MultiCriticMaskableRolloutBuffer, MultiCriticMaskableDictRolloutBuffer)
+    policy_calls_class = MaskedPolicyCalls
     # sb3-contrib's maskable policies with XPPO's options (the same networks with the defaults)
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpPolicy": MaskableXPPOActorCriticPolicy,
@@ -84,27 +73,13 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        fast_paths: bool = True,
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
         kwargs = parent_keywords(MaskablePPO, args, kwargs)
         # Bad hyperparameters fail here, before any environment or network is built
-        options = check_xppo_options(
-            **ppo_keywords(MaskablePPO, kwargs),
-            actor_loss=actor_loss,
-            value_loss=value_loss,
-            dual_clip=dual_clip,
-            delightful=delightful,
-            delight_temp=delight_temp,
-            log_ratio_clamp=log_ratio_clamp,
-            reward_groups=reward_groups,
-            group_weights=group_weights,
-            group_reduce=group_reduce,
-            normalize_groups=normalize_groups,
-            vector_reward_key=vector_reward_key,
-            normalize_values=normalize_values,
-            group_value_weights=group_value_weights,
-        )
+        options = check_xppo_options(**ppo_keywords(MaskablePPO, kwargs), **xppo_arguments(locals()))
         super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
         self._init_xppo(options)
         if _init_setup_model:

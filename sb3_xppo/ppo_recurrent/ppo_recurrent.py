@@ -11,17 +11,29 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 
 from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
-from sb3_xppo.common.options import check_xppo_options, parent_keywords, ppo_keywords
+from sb3_xppo.common.options import (
+    check_xppo_options,
+    declare_xppo_options,
+    parent_keywords,
+    ppo_keywords,
+    xppo_arguments,
+)
 from sb3_xppo.common.policies import (
     RecurrentXPPOActorCriticCnnPolicy,
     RecurrentXPPOActorCriticPolicy,
     RecurrentXPPOMultiInputActorCriticPolicy,
 )
-from sb3_xppo.core import XPPOCoreMixin
+from sb3_xppo.core import RecurrentPolicyCalls, XPPOCoreMixin
 
 SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
 
 
+@declare_xppo_options(
+    notes={
+        "reward_groups": "RecurrentXPPO takes None only: its LSTM policies have one value output.",
+        "group_value_weights": "RecurrentXPPO takes None only: it weighs the value losses of reward groups.",
+    }
+)
 class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
     """
     XPPO with LSTM policies: sb3-contrib's :class:`~sb3_contrib.RecurrentPPO` trained by XPPO's core, so XPPO's losses
@@ -34,19 +46,6 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
 
     :param policy: The policy model to use (MlpLstmPolicy, CnnLstmPolicy, MultiInputLstmPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
-    :param actor_loss: ``'clip'``, ``'spo'`` or ``'asymmetric_spo'`` (see :class:`~sb3_xppo.XPPO`)
-    :param value_loss: None (PPO's meaning), ``'mse'``, ``'sb3'``, ``'clipped'`` or ``'improved'``
-    :param dual_clip: None or the dual clip constant ``c > 1`` (Ye et al. 2020), with ``actor_loss='clip'``
-    :param delightful: gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (Osband 2026)
-    :param delight_temp: temperature of the delightful gate, > 0
-    :param log_ratio_clamp: None, or clamp the log-ratio to ``(-c, c)`` or a ``(low, high)`` pair
-    :param reward_groups: must be None (multi-critic is not available with recurrent policies yet)
-    :param group_value_weights: must be None (it weighs the value losses of reward groups)
-    :param normalize_values: PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each
-        critic output regresses returns normalized by running statistics (per reward group), the last layer is
-        rescaled so that values in return units are preserved when the statistics move, and the value losses (and
-        ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
-        ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
     :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
@@ -54,6 +53,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
     """
 
     # sb3-contrib's LSTM policies with XPPO's options (the same networks with the defaults)
+    policy_calls_class = RecurrentPolicyCalls
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpLstmPolicy": RecurrentXPPOActorCriticPolicy,
         "CnnLstmPolicy": RecurrentXPPOActorCriticCnnPolicy,
@@ -78,6 +78,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        fast_paths: bool = True,
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
@@ -88,22 +89,7 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
             )
         kwargs = parent_keywords(RecurrentPPO, args, kwargs)
         # Bad hyperparameters fail here, before any environment or network is built
-        options = check_xppo_options(
-            **ppo_keywords(RecurrentPPO, kwargs),
-            actor_loss=actor_loss,
-            value_loss=value_loss,
-            dual_clip=dual_clip,
-            delightful=delightful,
-            delight_temp=delight_temp,
-            log_ratio_clamp=log_ratio_clamp,
-            reward_groups=None,
-            group_weights=group_weights,
-            group_reduce=group_reduce,
-            normalize_groups=normalize_groups,
-            vector_reward_key=vector_reward_key,
-            normalize_values=normalize_values,
-            group_value_weights=group_value_weights,
-        )
+        options = check_xppo_options(**ppo_keywords(RecurrentPPO, kwargs), **xppo_arguments(locals()))
         super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
         self._init_xppo(options)
         if _init_setup_model:

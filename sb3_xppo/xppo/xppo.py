@@ -10,7 +10,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
 from sb3_xppo.common.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer
-from sb3_xppo.common.options import check_xppo_options
+from sb3_xppo.common.options import check_xppo_options, declare_xppo_options, xppo_arguments
 from sb3_xppo.common.schedules import ClipRange, ClipRangePair
 from sb3_xppo.core import LossHook, XPPOCoreMixin, minibatch_ratio_statistics
 from sb3_xppo.multi_critic.buffers import MultiCriticDictRolloutBuffer, MultiCriticRolloutBuffer
@@ -22,6 +22,7 @@ __all__ = ["XPPO", "ClipRange", "ClipRangePair", "LossHook", "minibatch_ratio_st
 SelfXPPO = TypeVar("SelfXPPO", bound="XPPO")
 
 
+@declare_xppo_options()
 class XPPO(XPPOCoreMixin, PPO):
     """
     Proximal Policy Optimization with selectable actor and critic losses (XPPO), a drop-in replacement for
@@ -97,42 +98,6 @@ class XPPO(XPPOCoreMixin, PPO):
     :param seed: Seed for the pseudo random generators
     :param device: Device (cpu, cuda, ...) on which the code should be run.
         Setting it to auto, the code will be run on the GPU if possible.
-    :param actor_loss: ``'clip'`` (PPO's clipped surrogate), ``'spo'`` (Simple Policy Optimization) or
-        ``'asymmetric_spo'`` (PPO's clip where the advantage is positive, SPO where it is not)
-    :param value_loss: None (default, PPO's meaning: ``'sb3'`` when ``clip_range_vf`` is set, else ``'mse'``; also
-        after ``load()`` of a PPO checkpoint), ``'mse'`` (no clipping), ``'sb3'`` (PPO's: MSE of the clipped
-        prediction only), ``'clipped'`` (max of the clipped and unclipped MSE, Schulman et al. 2017) or
-        ``'improved'`` (Lee & Chung 2024). The clipping losses need ``clip_range_vf``.
-    :param dual_clip: None, or the dual clip constant ``c > 1``: for negative advantages the loss is bounded
-        by ``-c * A`` however large the ratio grows (Ye et al. 2020). ``actor_loss='clip'`` only: with SPO the bound
-        would become active long before the ratio reaches ``c`` and remove SPO's restoring gradient.
-    :param delightful: gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (Osband 2026)
-    :param delight_temp: temperature of the delightful gate, > 0
-    :param log_ratio_clamp: None, or clamp ``log_prob - old_log_prob`` before ``exp`` to ``(-c, c)`` for a
-        float ``c`` or to a ``(low, high)`` pair
-    :param reward_groups: None (one critic, the scalar reward), or the number ``G`` of reward groups or their names:
-        one critic per group (Mysore et al. 2022). Each step's group rewards are read from
-        ``info[vector_reward_key]`` (a length-``G`` vector, MO-Gymnasium's convention; see
-        :class:`~sb3_xppo.multi_critic.RewardGroups`), the policy becomes its multi-critic variant
-        (:class:`~sb3_xppo.multi_critic.MultiCriticPolicy`; ``policy_kwargs=dict(separate_critics=True)`` gives each
-        group its own value network) and the buffer :class:`~sb3_xppo.multi_critic.MultiCriticRolloutBuffer`
-        (GAE per group). Logs ``train/value_loss/<group>`` and ``train/explained_variance/<group>``.
-    :param group_weights: ``G`` weights >= 0 of the groups' advantages (None: all equal)
-    :param group_reduce: how the weighted group advantages are combined: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``),
-        ``'sum'``, ``'max'``, ``'min'`` or a callable (see :func:`~sb3_xppo.functional.combine_grouped_advantages`)
-    :param normalize_groups: z-score each group's advantages over the rollout before weighting them, so that no
-        reward term's scale drowns the others
-    :param vector_reward_key: the info key holding each step's reward vector
-    :param normalize_values: PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each
-        critic output regresses returns normalized by running statistics (per reward group), the last layer is
-        rescaled so that values in return units are preserved when the statistics move, and the value losses (and
-        ``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as
-        ``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)
-    :param group_value_weights: the weight of each group's value loss in the critics' sum: ``"squared"``
-        (``group_weights[g] ** 2``: the critics' loss in the scalar reward's units, each critic's error counted as much
-        as it moves ``sum_g w_g V_g``), ``"equal"``, or ``G`` weights >= 0. None (default): ``"squared"`` in
-        "scalarize" mode (``normalize_groups=False``) without ``normalize_values``, else ``"equal"``
-        (:func:`~sb3_xppo.common.options.resolve_group_value_weights`)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     """
 
@@ -185,6 +150,7 @@ class XPPO(XPPOCoreMixin, PPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        fast_paths: bool = True,
         _init_setup_model: bool = True,
     ):
         # Bad hyperparameters fail here, before any environment or network is built
@@ -192,19 +158,7 @@ class XPPO(XPPOCoreMixin, PPO):
             clip_range=clip_range,
             clip_range_vf=clip_range_vf,
             normalize_advantage=normalize_advantage,
-            actor_loss=actor_loss,
-            value_loss=value_loss,
-            dual_clip=dual_clip,
-            delightful=delightful,
-            delight_temp=delight_temp,
-            log_ratio_clamp=log_ratio_clamp,
-            reward_groups=reward_groups,
-            group_weights=group_weights,
-            group_reduce=group_reduce,
-            normalize_groups=normalize_groups,
-            vector_reward_key=vector_reward_key,
-            normalize_values=normalize_values,
-            group_value_weights=group_value_weights,
+            **xppo_arguments(locals()),
         )
 
         # PPO's batch-size asserts exist only because its normalization could give NaN; XPPO's never does

@@ -1,0 +1,78 @@
+"""
+XPPO in the RL Baselines3 Zoo (rl-zoo3).
+
+rl-zoo3 looks algorithms up by name in ``rl_zoo3.ALGOS`` and their optuna search spaces in
+``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` / ``HYPERPARAMS_CONVERTER``; :func:`~sb3_xppo.zoo.register` adds XPPO
+to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"`` and ``RecurrentXPPO`` as
+``"xppo_lstm"``, the way rl-zoo3's own ``train_sbx.py`` / ``enjoy_sbx.py`` plug in the SBX algorithms.
+Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
+unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for one thing rl-zoo3 cannot
+do: give a maskable model its env's action masks when it evaluates or watches it
+(:func:`~sb3_xppo.zoo.masked_evaluation`).
+
+One module per job (``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
+``env_wrappers``, ``runs``, ``argv``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is the path
+configs and code use (``env_wrapper: sb3_xppo.zoo.linear_reward``).
+
+Only the command-line entry points import this package: it imports rl-zoo3 and optuna, which the
+rest of the package does not need.
+"""
+
+from sb3_xppo.zoo.algorithms import (
+    ALGO_NAME,
+    CONFIG_PATH,
+    CONFIG_PATHS,
+    DEFAULT_ENV,
+    DEFAULT_ENVS,
+    LSTM_ALGO_NAME,
+    MASK_ALGO_NAME,
+    default_env,
+)
+from sb3_xppo.zoo.argv import run_with_argv
+from sb3_xppo.zoo.env_wrappers import linear_reward
+from sb3_xppo.zoo.evaluation import masked_evaluation
+from sb3_xppo.zoo.registration import register
+from sb3_xppo.zoo.runs import CURVE_FILENAME, find_run_dirs, plot_learning_curve, summarize_evaluations
+from sb3_xppo.zoo.search_space import (
+    ACTOR_LOSSES,
+    CLIP_RANGE_VF,
+    DUAL_CLIP_THRESHOLDS,
+    NORMALIZE_ADVANTAGE,
+    VALUE_LOSSES,
+    XPPO_SEARCH_KEYS,
+    add_xppo_choices,
+    convert_xppo_params,
+    sample_xppo_lstm_params,
+    sample_xppo_params,
+)
+from sb3_xppo.zoo.storage import prepare_storage
+
+__all__ = [
+    "ACTOR_LOSSES",
+    "ALGO_NAME",
+    "CLIP_RANGE_VF",
+    "CONFIG_PATH",
+    "CONFIG_PATHS",
+    "CURVE_FILENAME",
+    "DEFAULT_ENV",
+    "DEFAULT_ENVS",
+    "DUAL_CLIP_THRESHOLDS",
+    "LSTM_ALGO_NAME",
+    "MASK_ALGO_NAME",
+    "NORMALIZE_ADVANTAGE",
+    "VALUE_LOSSES",
+    "XPPO_SEARCH_KEYS",
+    "add_xppo_choices",
+    "convert_xppo_params",
+    "default_env",
+    "find_run_dirs",
+    "linear_reward",
+    "masked_evaluation",
+    "plot_learning_curve",
+    "prepare_storage",
+    "register",
+    "run_with_argv",
+    "sample_xppo_lstm_params",
+    "sample_xppo_params",
+    "summarize_evaluations",
+]
