@@ -44,6 +44,12 @@ seeds for every contender, in one run.
   key of its full configuration (not the contender's name); a run whose key matches, under any contender's name,
   is not run again, so a campaign continues across sessions. ``--report-only`` writes the outputs from the cache
   alone.
+- **Provenance** (``benchmarks/provenance.py``): each run records the code that made it (the package's commit and
+  the library versions) and a behavioural fingerprint of its configuration (the parameters after the first update,
+  at seed 0). A report recomputes each configuration's fingerprint with today's code: a run whose fingerprint
+  differs is stale and left out (``--stale rerun`` runs it again), one made before fingerprints existed is
+  unverified (``--unverified include``, the default, keeps it and the report says how many). A bit-exact change
+  keeps every fingerprint, so it costs no reruns.
 - **Outputs**: ``<out-dir>/learning_<name>.json`` (every run and the summary), ``learning_<name>.png`` (eval curves,
   mean and min-max band over seeds) and ``learning_<name>.md`` (the table), from the finished runs among those
   asked for.
@@ -52,6 +58,7 @@ seeds for every contender, in one run.
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
                                      [--budget-scale 1.0] [--workers 1] [--time-limit MINUTES] [--name NAME]
                                      [--report-only] [--readme docs/guide/benchmarks.md] [--quick]
+                                     [--stale exclude|rerun] [--unverified include|exclude]
        (--quick: CartPole-v1, 5k steps, one seed, ppo vs xppo: a smoke test of well under a minute)
 """
 
@@ -91,6 +98,11 @@ from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 from sb3_xppo import XPPO, xppo_recommended
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 from sb3_xppo.zoo import CONFIG_PATH
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, BENCHMARKS)
+from provenance import behaviour_fingerprint, code_record  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -423,29 +435,72 @@ def _init_worker() -> None:
     th.set_num_threads(1)
 
 
+def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[BaseCallback], dict[str, Any], dict[str, Any]]:
+    """
+    The model, envs and callbacks of one run, as the zoo's entry and the contender's options make them.
+
+    :return: ``(model, env, eval_env, zoo_callbacks, model_kwargs, zoo_entry)``
+    """
+    kwargs = dict(task.contender.kwargs)
+    # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
+    to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
+    entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
+    hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
+        task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
+    )
+    if kwargs.get("value_loss", "mse") in CLIPPING_VALUE_LOSSES:
+        hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
+    elif task.contender.algo == "xppo" and "value_loss" in kwargs:
+        # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
+        hyperparams.pop("clip_range_vf", None)
+    algo = PPO if task.contender.algo == "ppo" else XPPO
+    # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
+    policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
+    if policy_options:
+        hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), **policy_options}
+    hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
+    model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
+    return model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry
+
+
+#: fingerprints computed in this process, by the configuration's key at seed 0
+_FINGERPRINTS: dict[str, str] = {}
+#: ``build(task, log_folder) -> (model, callbacks that change training, envs to close)``
+Builder = Callable[[Task, str], tuple[Any, list[BaseCallback], list[VecEnv]]]
+
+
+def _build_for_fingerprint(task: Task, log_folder: str) -> tuple[Any, list[BaseCallback], list[VecEnv]]:
+    model, env, eval_env, zoo_callbacks, _, _ = build_run(task, log_folder)
+    return model, zoo_callbacks, [env, eval_env]
+
+
+def fingerprint(task: Task, build: Builder | None = None) -> str:
+    """
+    The behavioural fingerprint of ``task``'s configuration with today's code
+    (:func:`provenance.behaviour_fingerprint`, at seed 0 whatever the task's seed), computed once per process.
+
+    :param task: the run
+    :param build: how the run builds its model (default: :func:`build_run`'s)
+    """
+    reference = replace(task, seed=0)
+    key = reference.key()
+    if key not in _FINGERPRINTS:
+        th.set_num_threads(1)
+        with tempfile.TemporaryDirectory() as log_folder, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model, callbacks, envs = (build or _build_for_fingerprint)(reference, log_folder)
+            _FINGERPRINTS[key] = behaviour_fingerprint(model, reference.budget, callbacks)
+            for env in envs:
+                env.close()
+    return _FINGERPRINTS[key]
+
+
 def run_task(task: Task) -> dict[str, Any]:
     """Train one contender on one env and seed; evaluate it along the way and at the end."""
     th.set_num_threads(1)
+    code, behaviour = code_record(), fingerprint(task)
     with tempfile.TemporaryDirectory() as log_folder:
-        kwargs = dict(task.contender.kwargs)
-        # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
-        to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
-        entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
-        hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
-            task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
-        )
-        if kwargs.get("value_loss", "mse") in CLIPPING_VALUE_LOSSES:
-            hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
-        elif task.contender.algo == "xppo" and "value_loss" in kwargs:
-            # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
-            hyperparams.pop("clip_range_vf", None)
-        algo = PPO if task.contender.algo == "ppo" else XPPO
-        # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
-        policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
-        if policy_options:
-            hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), **policy_options}
-        hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
-        model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
+        model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry = build_run(task, log_folder)
         n_envs = env.num_envs
         eval_every = max(task.budget // task.n_evals, 1)
         eval_callback = EvalCallback(
@@ -484,7 +539,7 @@ def run_task(task: Task) -> dict[str, Any]:
         kwargs={k: v for k, v in task.contender.kwargs.items()},
         seed=task.seed,
         zoo_entry={k: str(v) for k, v in zoo_entry.items()},
-        model_kwargs={k: repr(v) for k, v in {**hyperparams, **kwargs}.items()},
+        model_kwargs={k: repr(v) for k, v in hyperparams.items()},
         eval_steps=steps,
         eval_means=means,
         eval_stds=[float(np.std(r)) for r in eval_callback.evaluations_results],
@@ -498,6 +553,8 @@ def run_task(task: Task) -> dict[str, Any]:
         total_seconds=total_s,
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
+        code=code,
+        fingerprint=behaviour,
     )
 
 
@@ -510,32 +567,43 @@ def save_run(run: dict[str, Any], path: str) -> None:
 
 
 def run_all(
-    tasks: list[Task], out_dir: str, workers: int, time_limit_s: float | None, runner: Callable[[Task], dict] | None = None
+    tasks: list[Task],
+    out_dir: str,
+    workers: int,
+    time_limit_s: float | None,
+    runner: Callable[[Task], dict] | None = None,
+    rerun: frozenset[str] = frozenset(),
 ) -> None:
     """
     Run the tasks that have no cached result, ``workers`` at a time; none starts after ``time_limit_s`` seconds.
 
     The cache is read again before each start, so two campaigns sharing ``out_dir`` skip what the other finished.
     ``runner`` (default :func:`run_task`) trains one task and returns its run record (``benchmarks/multi_critic.py``
-    brings its own).
+    brings its own). ``rerun``: the keys of tasks to run again although cached (stale runs, :func:`verify_runs`).
     """
     runner = run_task if runner is None else runner
-    todo = [t for t in tasks if load_cached(t, out_dir) is None]
+
+    def pending(task: Task) -> bool:
+        return (task.key() in rerun and task.key() not in rerun_done) or load_cached(task, out_dir) is None
+
+    todo = [t for t in tasks if pending(t)]
     print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
     start = time.monotonic()
     queue = iter(todo)
+    rerun_done: set[str] = set()
 
     def next_task() -> Task | None:
         for task in queue:
             if time_limit_s is not None and time.monotonic() - start > time_limit_s:
                 print("time limit reached: no new run started", flush=True)
                 return None
-            if load_cached(task, out_dir) is None:
+            if pending(task):
                 return task
         return None
 
     def report(task: Task, run: dict[str, Any]) -> None:
         save_run(run, task.path(out_dir))
+        rerun_done.add(task.key())
         print(
             f"[{time.strftime('%H:%M:%S')}] {task.env_id} {task.contender.name} seed {task.seed}: "
             f"final {run['final_mean']:.1f}, to threshold {run['steps_to_threshold']}, {run['learn_seconds']:.0f}s",
@@ -555,6 +623,53 @@ def run_all(
             report(futures.pop(done), done.result())
             if (task := next_task()) is not None:
                 futures[pool.submit(runner, task)] = task
+
+
+def verify_runs(
+    tasks: list[Task], runs: list[dict[str, Any]], build: Builder | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """
+    The cited runs by provenance: ``current`` (the fingerprint the run recorded is its configuration's with today's
+    code, :func:`fingerprint`), ``stale`` (it is not: today's code would train differently) and ``unverified``
+    (recorded before runs had fingerprints). One fingerprint per configuration, a few seconds each.
+
+    :param tasks: the report's tasks
+    :param runs: their cached runs
+    :param build: how the runs build their models (:func:`fingerprint`)
+    """
+    by_key = {task.key(): task for task in tasks}
+    status: dict[str, list[dict[str, Any]]] = dict(current=[], stale=[], unverified=[])
+    for run in runs:
+        recorded = run.get("fingerprint")
+        if recorded is None:
+            status["unverified"].append(run)
+        else:
+            status["current" if recorded == fingerprint(by_key[run["key"]], build) else "stale"].append(run)
+    return status
+
+
+def provenance_note(status: dict[str, list[dict[str, Any]]], unverified_included: bool) -> str:
+    """The report's line on what its runs were verified against."""
+
+    def listed(runs: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['env']} {r['contender']} seed {r['seed']}" for r in runs)
+
+    note = (
+        f"Provenance: {len(status['current'])} runs current (their behavioural fingerprint is today's code's, "
+        "`benchmarks/provenance.py`)"
+    )
+    if status["unverified"]:
+        verb = "included" if unverified_included else "left out"
+        note += f"; {len(status['unverified'])} unverified (made before runs recorded a fingerprint), {verb}"
+    if status["stale"]:
+        note += f"; {len(status['stale'])} stale and left out (rerun with `--stale rerun`): {listed(status['stale'])}"
+    return note + "."
+
+
+def provenance_record(status: dict[str, list[dict[str, Any]]], note: str) -> dict[str, Any]:
+    """The report JSON's ``provenance``: its note, and the runs of each status by env, contender and seed."""
+    runs = {k: [dict(env=r["env"], contender=r["contender"], seed=r["seed"]) for r in v] for k, v in status.items()}
+    return dict(note=note, **runs)
 
 
 def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[float, float, float]]:
@@ -628,7 +743,7 @@ def train_cost(seconds: float | None, ppo_seconds: float | None) -> str:
     return f"{seconds:.0f}" + (f" ({seconds / ppo_seconds:.2f}x)" if ppo_seconds else "")
 
 
-def markdown(summary: dict[str, Any], name: str, command: str) -> str:
+def markdown(summary: dict[str, Any], name: str, command: str, provenance: str = "") -> str:
     lines = [
         f"# Learning benchmark `{name}`",
         "",
@@ -643,6 +758,8 @@ def markdown(summary: dict[str, Any], name: str, command: str) -> str:
         "XPPO with its own entry in zoo_configs/xppo.yml, the other XPPO contenders add only their options and `@` "
         "overrides to ppo.yml's entry.",
     ]
+    if provenance:
+        lines += ["", provenance]
     for env_id, env_summary in summary.items():
         rows = env_summary["contenders"]
         lines += [
@@ -766,6 +883,18 @@ def main(argv: list[str] | None = None) -> None:
         "--readme", default=None, help="also write the table into this markdown file, between the learning_<name> markers"
     )
     parser.add_argument("--quick", action="store_true", help="smoke test: CartPole-v1, 5k steps, seed 0, ppo vs xppo")
+    parser.add_argument(
+        "--stale",
+        choices=("exclude", "rerun"),
+        default="exclude",
+        help="runs whose fingerprint is no longer today's code's: left out of the report, or run again",
+    )
+    parser.add_argument(
+        "--unverified",
+        choices=("include", "exclude"),
+        default="include",
+        help="runs made before fingerprints were recorded: in the report (said so), or left out",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.envs, args.contenders, args.seeds, args.budget_scale = ["CartPole-v1"], "defaults", [0], 0.05
@@ -795,6 +924,14 @@ def main(argv: list[str] | None = None) -> None:
         run_all(tasks, args.out_dir, args.workers, time_limit)
 
     runs = [run for run in (load_cached(t, args.out_dir) for t in tasks) if run is not None]
+    status = verify_runs(tasks, runs)
+    if status["stale"] and args.stale == "rerun" and not args.report_only:
+        run_all(tasks, args.out_dir, args.workers, None, rerun=frozenset(r["key"] for r in status["stale"]))
+        runs = [run for run in (load_cached(t, args.out_dir) for t in tasks) if run is not None]
+        status = verify_runs(tasks, runs)
+    runs = status["current"] + (status["unverified"] if args.unverified == "include" else [])
+    provenance = provenance_note(status, args.unverified == "include")
+    print(provenance)
     if not runs:
         print("no finished runs to report")
         return
@@ -804,8 +941,18 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, f"learning_{name}")
     with open(f"{base}.json", "w") as f:
-        json.dump(dict(command=command, args=vars(args), summary=summary, runs=runs), f, indent=1)
-    table = markdown(summary, name, command)
+        json.dump(
+            dict(
+                command=command,
+                args=vars(args),
+                summary=summary,
+                runs=runs,
+                provenance=provenance_record(status, provenance),
+            ),
+            f,
+            indent=1,
+        )
+    table = markdown(summary, name, command, provenance)
     with open(f"{base}.md", "w") as f:
         f.write(table)
     plot(runs, summary, contenders, f"{base}.png")

@@ -75,15 +75,20 @@ from learning import (
     ZOO_ENV_KEYS,
     Contender,
     Task,
+    fingerprint,
     load_cached,
     parse_contender,
     plot,
+    provenance_note,
+    provenance_record,
     reproducing_command,
     run_all,
     summarize,
+    verify_runs,
     zoo_entry_of,
     zoo_setup,
 )
+from provenance import code_record
 
 import sb3_xppo.envs  # noqa: F401  (registers sb3_xppo/TwoStylePendulum-v0)
 from sb3_xppo import XPPO
@@ -277,9 +282,18 @@ def build_model(task: Task, log_folder: str) -> tuple[XPPO, VecEnv, list[BaseCal
     return model, eval_env, zoo_callbacks, zoo_entry, hyperparams
 
 
+def build_for_fingerprint(task: Task, log_folder: str) -> tuple[XPPO, list[BaseCallback], list[VecEnv]]:
+    """:func:`build_model` as :func:`learning.fingerprint` takes it."""
+    model, eval_env, zoo_callbacks, _, _ = build_model(task, log_folder)
+    env = model.get_env()
+    assert env is not None
+    return model, zoo_callbacks, [env, eval_env]
+
+
 def run_multi_critic(task: MultiCriticTask) -> dict[str, Any]:
     """Train one contender on one seed with the zoo entry of ``CONFIG``; evaluate along the way and at the end."""
     th.set_num_threads(1)
+    code, behaviour = code_record(), fingerprint(task, build_for_fingerprint)
     with tempfile.TemporaryDirectory() as log_folder:
         model, eval_env, zoo_callbacks, zoo_entry, hyperparams = build_model(task, log_folder)
         env = model.get_env()
@@ -309,6 +323,8 @@ def run_multi_critic(task: MultiCriticTask) -> dict[str, Any]:
             model_kwargs={k: repr(v) for k, v in hyperparams.items()},
             train_logs=recorder.means(),
             learn_seconds=learn_s,
+            code=code,
+            fingerprint=behaviour,
         )
         if task.per_style:
             assert isinstance(evaluator, StyleEvalCallback)
@@ -451,7 +467,7 @@ def score_style_runs(
 
 
 def markdown(name: str, campaign: Campaign, summary: dict[str, Any], runs: list[dict[str, Any]], command: str,
-             references: dict[str, Any] | None) -> str:  # fmt: skip
+             references: dict[str, Any] | None, provenance: str = "") -> str:  # fmt: skip
     """The campaign's table: per contender the final score's IQM and CI, per-seed values and the diagnostics."""
     env_summary = summary[campaign.env_id]
     metric = "score (min over styles of the expert-normalized return)" if campaign.per_style else "eval return"
@@ -464,6 +480,8 @@ def markdown(name: str, campaign: Campaign, summary: dict[str, Any], runs: list[
         f"Clip coef: the mean factor `max_grad_norm` applied to the gradients (actor + critics) / the factor the "
         f"actor's gradient alone would have got. Wall: mean seconds of `learn()` (one torch thread, shared machine).",
     ]
+    if provenance:
+        lines += ["", provenance]
     if references is not None:
         lines += [
             "",
@@ -549,6 +567,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--readme", default=None, help="also write the table into this file, between its markers")
     parser.add_argument("--name", default=None, help="write multi_critic_<name>.{json,md,png} (default: the campaign's)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 2%% of the budget, seeds 0 1, 3 contenders")
+    parser.add_argument("--stale", choices=("exclude", "rerun"), default="exclude", help="as learning.py's")
+    parser.add_argument("--unverified", choices=("include", "exclude"), default="include", help="as learning.py's")
     parser.add_argument(
         "--clip-ab", type=int, default=0, metavar="ROLLOUTS",
         help="instead of the campaign: the gradient-clipping A/B (clip_ab) over that many rollouts, first seed",
@@ -584,6 +604,16 @@ def main(argv: list[str] | None = None) -> None:
                 runner=run_multi_critic)  # fmt: skip
 
     finished = [(t, run) for t in tasks if (run := load_cached(t, args.out_dir)) is not None]
+    status = verify_runs(tasks, [run for _, run in finished], build_for_fingerprint)
+    if status["stale"] and args.stale == "rerun" and not args.report_only:
+        run_all(tasks, args.out_dir, args.workers, None, runner=run_multi_critic,
+                rerun=frozenset(r["key"] for r in status["stale"]))  # fmt: skip
+        finished = [(t, run) for t in tasks if (run := load_cached(t, args.out_dir)) is not None]
+        status = verify_runs(tasks, [run for _, run in finished], build_for_fingerprint)
+    cited = {id(r) for r in status["current"] + (status["unverified"] if args.unverified == "include" else [])}
+    finished = [(t, run) for t, run in finished if id(run) in cited]
+    provenance = provenance_note(status, args.unverified == "include")
+    print(provenance)
     runs = [run for t, run in finished if t.contender in contenders]
     if not runs:
         print("no finished runs to report")
@@ -599,11 +629,12 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarize(runs, contenders, args.bootstrap_reps)
     command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:] if argv is None else argv)
     name = f"multi_critic_{args.name or args.campaign}" + ("_quick" if args.quick else "")
-    table = markdown(name, campaign, summary, runs, command, references)
+    table = markdown(name, campaign, summary, runs, command, references, provenance)
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, name)
     with open(f"{base}.json", "w") as f:
-        json.dump(dict(command=command, args=vars(args), summary=summary, references=references, runs=runs), f, indent=1)
+        json.dump(dict(command=command, args=vars(args), summary=summary, references=references, runs=runs,
+                       provenance=provenance_record(status, provenance)), f, indent=1)  # fmt: skip
     with open(f"{base}.md", "w") as f:
         f.write(table)
     plot(runs, summary, contenders, f"{base}.png")

@@ -288,6 +288,11 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
     with open(os.path.join(out, "learning_quick.md")) as f:
         table = f.read()
     assert "| **ppo (zoo)** | 0 |" in table and "| xppo | 0 |" in table
+    # each run records the code that made it, and the report verified it against today's
+    for run in runs.values():
+        assert len(run["fingerprint"]) == 16 and set(run["code"]) == {"commit", "dirty", "versions"}
+        assert run["code"]["versions"]["stable-baselines3"] and run["code"]["versions"]["torch"]
+    assert "Provenance: 2 runs current" in table and result["provenance"]["stale"] == []
 
     # A second run finds both runs cached and trains nothing; the report is the same
     learning.main(["--quick", "--out-dir", out])
@@ -346,5 +351,33 @@ def test_readme_tables_come_from_the_committed_results(learning):
     for name in names:
         with open(os.path.join(root, "benchmarks", "results", f"learning_{name}.json")) as f:
             result = json.load(f)
-        table = learning.markdown(result["summary"], name, result["command"])
+        table = learning.markdown(result["summary"], name, result["command"], result.get("provenance", {}).get("note", ""))
         assert learning.readme_block(name, table) in readme, f"README's learning_{name} table differs from its JSON"
+
+
+def test_the_fingerprint_is_the_codes_behaviour(learning):
+    """Seed 0 whatever the run's seed; the same bits recomputed; a bit-exact switch keeps it, a new value changes it."""
+    task = learning.Task("CartPole-v1", 5000, learning.parse_contender("xppo"), 3, 2, 2, 3, 0.2)
+    fingerprint = learning.fingerprint(task)
+    assert learning.fingerprint(replace(task, seed=7)) == fingerprint
+    learning._FINGERPRINTS.clear()
+    assert learning.fingerprint(task) == fingerprint
+    exact = replace(task, contender=learning.parse_contender("xppo@fast_paths=False"))
+    assert exact.key() != task.key() and learning.fingerprint(exact) == fingerprint
+    changed = replace(task, contender=learning.parse_contender("xppo@learning_rate=1e-3"))
+    assert learning.fingerprint(changed) != fingerprint
+
+
+def test_reports_tell_current_stale_and_unverified_runs_apart(learning):
+    task = learning.Task("CartPole-v1", 5000, learning.parse_contender("ppo"), 0, 2, 2, 3, 0.2)
+    run = dict(key=task.key(), env="CartPole-v1", contender="ppo")
+    runs = [
+        dict(run, seed=0, fingerprint=learning.fingerprint(task)),
+        dict(run, seed=1, fingerprint="0" * 16),
+        dict(run, seed=2),
+    ]
+    status = learning.verify_runs([task], runs)
+    assert [[r["seed"] for r in status[k]] for k in ("current", "stale", "unverified")] == [[0], [1], [2]]
+    note = learning.provenance_note(status, unverified_included=True)
+    assert note.startswith("Provenance: 1 runs current") and "1 unverified" in note and "included" in note
+    assert "1 stale and left out" in note and "CartPole-v1 ppo seed 1" in note
