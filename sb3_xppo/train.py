@@ -7,7 +7,9 @@ Defaults that differ from rl-zoo3's: ``--algo xppo``; ``--env LunarLander-v3`` (
 ``xppo_mask``, ``xppo_lstm``) ``--conf-file`` pointing at the packaged ``sb3_xppo/zoo_configs/<algo>.yml``. Every
 rl-zoo3 flag works as in ``python -m rl_zoo3.train`` (``--env``, ``-n``, ``--seed``, ``-params``, ``--eval-freq``,
 ``-tb``, ``-optimize``, ``--storage``, ``--study-name``, ``-P``, ...) and overrides these defaults. Maskable models
-are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`). After a training run (not
+are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`). ``--vec-env`` takes ``lean``
+(the default: :class:`~sb3_xppo.vec_env.LeanVecEnv`, ``DummyVecEnv``'s numbers, faster) besides rl-zoo3's
+``dummy`` and ``subproc`` (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
 after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
 """
 
@@ -76,10 +78,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     zoo.register()
+    vec_env, args = zoo.split_vec_env_arg(args)
     defaults, known = _default_args(args)
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
-    with _tables_before_search(), zoo.masked_evaluation():
-        zoo.run_with_argv(train, [*defaults, *args])
+    with _tables_before_search(), zoo.masked_evaluation(), zoo.zoo_vec_env(vec_env) as vec_env_args:
+        zoo.run_with_argv(train, [*defaults, *args, *vec_env_args])
     if known.optimize_hyperparameters:
         return
     for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):

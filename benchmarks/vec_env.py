@@ -1,0 +1,273 @@
+"""
+Env-only throughput of the lean vector env (``sb3_xppo.vec_env.LeanVecEnv``) against SB3's ``DummyVecEnv`` + ``Monitor``,
+both built by ``make_vec_env`` (``backend="lean"`` / ``"dummy"``, the same seed), and the floor beneath both.
+
+- **Made as**: ``id``, SB3's ``make_vec_env(env_id)``, which makes each env with ``render_mode="rgb_array"`` (on
+  LunarLander-v3 that spawns Box2D particles, decoration that costs physics time); ``zoo``, from a function that
+  makes the env without a render mode, as rl-zoo3 (``python -m sb3_xppo.train``) and XPPO given an env id make it.
+- **Steps**: each VecEnv is stepped with the same random actions (``action_space.sample`` per env, seeded, drawn
+  before the timing); only the ``step`` calls are timed, on CPU time (``process_time``: this machine is shared) and
+  wall time. Env construction and the first reset are outside it.
+- **Floor** (``bare``): the same envs without any wrapper or vector env, ``env.unwrapped.step`` in a Python loop
+  (reset when terminated): what no vector env stepping these envs in one process can beat.
+- **Repetitions**: ``--reps`` repetitions, each one run of each on fresh envs, the order alternating every
+  repetition, all in one process. Reported: the best CPU-time env-steps/s of each, the lean/dummy ratio of the bests
+  and the median of the paired ratios (dummy seconds / lean seconds in the same repetition), and the best wall-time
+  ratio.
+- **Exactness**: before the timing, both are stepped side by side and every observation, reward, done and info
+  (``terminal_observation``, ``TimeLimit.truncated``, the Monitor's ``episode`` but its wall-clock ``t``) compared.
+- **Target** (issue 33): lean >= 2x dummy on LunarLander-v3 x16.
+- ``--profile``: cProfile of one lean run of the first env (made as ``zoo``), the top functions by own time.
+- **Outputs**: a printed table and ``benchmarks/results/vec_env.json``.
+
+usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--made-as id zoo]
+                                    [--env-steps 4000] [--reps 5] [--check-steps 250] [--profile] [--seed 0]
+                                    [--out FILE]
+       (the defaults take about two minutes on one free core)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import stable_baselines3
+import torch as th
+from stable_baselines3.common.vec_env import VecEnv
+
+import sb3_xppo
+from sb3_xppo.vec_env import make_vec_env
+
+DEFAULT_ENVS = ("LunarLander-v3:16", "CartPole-v1:8", "Pendulum-v1:4")
+MADE_AS = ("id", "zoo")
+KINDS = ("dummy", "lean", "bare")
+#: (env id, n_envs) -> the lean/dummy ratio it must reach
+TARGETS = {("LunarLander-v3", 16): 2.0}
+
+
+def env_source(env_id: str, made_as: str) -> str | Callable[[], gym.Env]:
+    """What ``make_vec_env`` is given: the id (``id``), or a function making the env without a render mode (``zoo``)."""
+    if made_as == "id":
+        return env_id
+    spec = gym.spec(env_id)
+    return lambda: spec.make()
+
+
+def build(env_id: str, n_envs: int, made_as: str, backend: str, seed: int) -> VecEnv:
+    return make_vec_env(env_source(env_id, made_as), n_envs, backend=backend, seed=seed)
+
+
+def random_actions(env: VecEnv, steps: int, seed: int) -> list[np.ndarray]:
+    """``steps`` batches of one random action per env, from the seeded action space."""
+    space = env.action_space
+    space.seed(seed)
+    return [np.array([space.sample() for _ in range(env.num_envs)]) for _ in range(steps)]
+
+
+def timed_run(env_id: str, n_envs: int, made_as: str, kind: str, actions: list[np.ndarray], seed: int) -> tuple[float, float]:
+    """:return: the CPU and wall seconds the steps of one run took, on fresh envs"""
+    env = build(env_id, n_envs, made_as, "lean" if kind == "bare" else kind, seed)
+    env.reset()
+    if kind == "bare":
+        cores = [e.unwrapped for e in env.envs]  # type: ignore[attr-defined]
+
+        def steps() -> None:
+            for action in actions:
+                for core, a in zip(cores, action, strict=True):
+                    if core.step(a)[2]:
+                        core.reset()
+
+    else:
+        step = env.step
+
+        def steps() -> None:
+            for action in actions:
+                step(action)
+
+    gc.collect()
+    start_cpu, start = time.process_time(), time.perf_counter()
+    steps()
+    cpu, wall = time.process_time() - start_cpu, time.perf_counter() - start
+    env.close()
+    return cpu, wall
+
+
+def without_time(info: dict[str, Any]) -> dict[str, Any]:
+    """An info dict with the Monitor's wall-clock ``t`` left out of its ``episode``."""
+    if "episode" in info:
+        info = {**info, "episode": {k: v for k, v in info["episode"].items() if k != "t"}}
+    return info
+
+
+def same_info(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    a, b = without_time(a), without_time(b)
+    if list(a) != list(b):
+        return False
+    for key in a:
+        if isinstance(a[key], np.ndarray) or isinstance(b[key], np.ndarray):
+            if not (type(a[key]) is type(b[key]) and a[key].dtype == b[key].dtype and np.array_equal(a[key], b[key])):
+                return False
+        elif a[key] != b[key] or type(a[key]) is not type(b[key]):
+            return False
+    return True
+
+
+def check_exact(env_id: str, n_envs: int, made_as: str, steps: int, seed: int) -> tuple[bool, int]:
+    """
+    Step both backends side by side on the same actions; compare everything but the Monitor's ``t``.
+
+    :return: whether all agreed, and how many episodes ended
+    """
+    lean, dummy = (build(env_id, n_envs, made_as, backend, seed) for backend in ("lean", "dummy"))
+    obs_a, obs_b = lean.reset(), dummy.reset()
+    exact, episodes = bool(np.array_equal(obs_a, obs_b)), 0
+    for action in random_actions(dummy, steps, seed):
+        (obs_a, rew_a, done_a, infos_a), (obs_b, rew_b, done_b, infos_b) = lean.step(action), dummy.step(action)
+        exact &= all(
+            np.array_equal(x, y) and x.dtype == y.dtype for x, y in ((obs_a, obs_b), (rew_a, rew_b), (done_a, done_b))
+        )
+        exact &= all(same_info(a, b) for a, b in zip(infos_a, infos_b, strict=True))
+        episodes += int(done_b.sum())
+    lean.close()
+    dummy.close()
+    return exact, episodes
+
+
+def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int, top: int = 25) -> str:
+    """:return: cProfile's table (own time) of one lean run's ``step`` calls, the env made as rl-zoo3 makes it"""
+    env = build(env_id, n_envs, "zoo", "lean", seed)
+    env.reset()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for action in actions:
+        env.step(action)
+    profiler.disable()
+    env.close()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def benchmark(
+    env_id: str, n_envs: int, made_as: str, env_steps: int, reps: int, check_steps: int, seed: int
+) -> dict[str, Any]:
+    exact, episodes = check_exact(env_id, n_envs, made_as, check_steps, seed)
+    probe = build(env_id, n_envs, made_as, "dummy", seed)
+    actions = random_actions(probe, max(1, env_steps // n_envs), seed + 1)
+    probe.close()
+    cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    for rep in range(reps):
+        for kind in KINDS if rep % 2 == 0 else KINDS[::-1]:
+            seconds = timed_run(env_id, n_envs, made_as, kind, actions, seed)
+            cpu[kind].append(seconds[0])
+            wall[kind].append(seconds[1])
+    steps = len(actions) * n_envs
+    best = {kind: steps / min(times) for kind, times in cpu.items()}
+    best_wall = {kind: steps / min(times) for kind, times in wall.items()}
+    ratio = best["lean"] / best["dummy"]
+    target = TARGETS.get((env_id, n_envs))
+    return dict(
+        env=env_id,
+        n_envs=n_envs,
+        made_as=made_as,
+        env_steps_per_run=steps,
+        cpu_seconds=cpu,
+        wall_seconds=wall,
+        best_steps_per_s=best,
+        best_wall_steps_per_s=best_wall,
+        ratio_best=ratio,
+        ratio_paired_median=statistics.median(d / le for le, d in zip(cpu["lean"], cpu["dummy"], strict=True)),
+        ratio_wall_best=best_wall["lean"] / best_wall["dummy"],
+        floor_ratio=best["bare"] / best["dummy"],
+        target=target,
+        target_met=None if target is None else ratio >= target,
+        bit_exact=exact,
+        check_steps=check_steps * n_envs,
+        check_episodes=episodes,
+    )
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'env':<16} {'n':>3} {'made as':>7} {'dummy/s':>8} {'lean/s':>8} {'bare/s':>8} {'lean':>7} {'paired':>7} "
+        f"{'wall':>7} {'bare':>7} {'target':>8} {'exact':>6}"
+    ]
+    for r in rows:
+        b = r["best_steps_per_s"]
+        target = "-" if r["target"] is None else f"{r['target']:.1f}x " + ("ok" if r["target_met"] else "no")
+        lines.append(
+            f"{r['env']:<16} {r['n_envs']:>3} {r['made_as']:>7} {b['dummy']:>8.0f} {b['lean']:>8.0f} {b['bare']:>8.0f} "
+            f"{r['ratio_best']:>6.2f}x {r['ratio_paired_median']:>6.2f}x {r['ratio_wall_best']:>6.2f}x "
+            f"{r['floor_ratio']:>6.2f}x {target:>8} {'yes' if r['bit_exact'] else 'NO':>6}"
+        )
+    lines.append(
+        "env-steps/s: best CPU time of the repetitions; lean, paired: lean/dummy (ratio of bests, median paired ratio); "
+        "wall: the same on wall time; bare: the floor (unwrapped envs in a loop)/dummy"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS), help="ENV_ID:N_ENVS ...")
+    parser.add_argument("--made-as", nargs="+", choices=MADE_AS, default=list(MADE_AS))
+    parser.add_argument("--env-steps", type=int, default=4000, help="env-steps per timed run")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--check-steps", type=int, default=250, help="vector steps of the exactness check")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", action="store_true", help="cProfile one lean run of the first env")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "vec_env.json"))
+    args = parser.parse_args(argv)
+    th.set_num_threads(1)
+
+    rows = []
+    for spec in args.envs:
+        env_id, _, n = spec.rpartition(":")
+        for made_as in args.made_as:
+            rows.append(benchmark(env_id, int(n), made_as, args.env_steps, args.reps, args.check_steps, args.seed))
+            print(format_table(rows[-1:]).splitlines()[1], flush=True)
+    print()
+    print(format_table(rows))
+    record: dict[str, Any] = dict(
+        command=" ".join(["python benchmarks/vec_env.py", *(sys.argv[1:] if argv is None else argv)]),
+        env_steps=args.env_steps,
+        reps=args.reps,
+        seed=args.seed,
+        clock="process_time",
+        python=platform.python_version(),
+        numpy=np.__version__,
+        gymnasium=gym.__version__,
+        stable_baselines3=stable_baselines3.__version__,
+        sb3_xppo=sb3_xppo.__version__,
+        rows=rows,
+    )
+    if args.profile:
+        env_id, _, n = args.envs[0].rpartition(":")
+        probe = build(env_id, int(n), "zoo", "dummy", args.seed)
+        actions = random_actions(probe, max(1, args.env_steps // int(n)), args.seed + 1)
+        probe.close()
+        record["profile"] = profile_lean(env_id, int(n), actions, args.seed)
+        print(record["profile"])
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"wrote {args.out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
