@@ -95,7 +95,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from sb3_xppo import XPPO, xppo_recommended
+from sb3_xppo import XPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 from sb3_xppo.zoo import CONFIG_PATH
 
@@ -138,7 +138,7 @@ IMPROVEMENTS = (
     "xppo@simba='critic'",
 )
 # overrides of these are XPPO's policy options: they go into the entry's policy_kwargs, the zoo's kept
-POLICY_OPTIONS = ("rpo_alpha", "simba", "simba_activation", "hl_gauss")
+POLICY_OPTIONS = ("rpo_alpha", "simba", "simba_activation", "hl_gauss", "action_dist")
 # a string override of these ('lin_3e-4') is an rl-zoo3 schedule: it goes into the entry too, for rl-zoo3 to build
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 
@@ -240,6 +240,9 @@ def for_env(contender: Contender, env_id: str) -> Contender:
 @functools.cache
 def _recommended_options(env_id: str) -> dict[str, Any]:
     """xppo_recommended's options for ``env_id``, flat (an env made once per id, for its action space)."""
+    # (imported here: benchmarks/backfill_provenance.py runs this harness on the package as it was before the preset)
+    from sb3_xppo import xppo_recommended
+
     options = xppo_recommended(env_id)
     policy_options = options.pop("policy_kwargs", {})
     return {**options, **policy_options}
