@@ -165,3 +165,71 @@ def _nest(flat, shape):
         return flat[0]
     step = len(flat) // shape[0]
     return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def moments_loop(xs, ms, eps=1e-5):
+    """Masked mean and population variance of a flat list (float mask weights)."""
+    total = max(sum(ms), eps)
+    mean = sum(x * m for x, m in zip(xs, ms)) / total
+    return mean, sum((x - mean) ** 2 * m for x, m in zip(xs, ms)) / total
+
+
+def hpo_loss_loop(
+    logp, old_logp, adv, low=0.2, high=0.2, c_low=2.0, c_high=2.0, normalize=False, delightful=False, temp=1.0, clamp=None
+):
+    """Elementwise HPO loss over flat lists: |A| * Huber_eps(log r - eps * clip(A)), eps by the sign of A."""
+    if normalize:
+        adv = zscore_loop(adv, [1.0] * len(adv))
+    out = []
+    for lp, olp, a in zip(logp, old_logp, adv):
+        if delightful:
+            a = a * sigmoid(-lp * a / temp)
+        log_ratio = lp - olp
+        if clamp is not None:
+            log_ratio = min(max(log_ratio, clamp[0]), clamp[1])
+        eps = high if a >= 0 else low
+        e = log_ratio - eps * min(max(a, -c_low), c_high)
+        huber = e * e / (2 * eps) if abs(e) < eps else abs(e) - eps / 2
+        out.append(abs(a) * huber)
+    return out
+
+
+def pcgrad_loop(grads, weights=None, reduce="mean", orders=None):
+    """PCGrad over lists of floats: g_i projected off each conflicting original g_j (j in ``orders[i]``), then reduced."""
+    n = len(grads)
+    orders = orders or [[j for j in range(n) if j != i] for i in range(n)]
+    weights = weights or [1.0] * n
+    out = [0.0] * len(grads[0])
+    for i in range(n):
+        gi = list(grads[i])
+        for j in orders[i]:
+            gj = grads[j]
+            dot = sum(a * b for a, b in zip(gi, gj))
+            norm2 = sum(b * b for b in gj)
+            if dot < 0 and norm2 > 0:
+                gi = [a - dot / norm2 * b for a, b in zip(gi, gj)]
+        for k in range(len(out)):
+            out[k] += weights[i] * gi[k]
+    return [x / n for x in out] if reduce == "mean" else out
+
+
+def adaptive_lr_loop(lr, kls, target, factor, lr_min, lr_max):
+    """The KL-adaptive learning rate after each KL of ``kls`` (rsl_rl's rule): the list of learning rates."""
+    out = []
+    for kl in kls:
+        if kl > 2 * target:
+            lr = lr / factor
+        elif kl < target / 2:
+            lr = lr * factor
+        lr = min(max(lr, lr_min), lr_max)
+        out.append(lr)
+    return out
+
+
+def approx_kl_loop(log_ratios, valid):
+    """Per minibatch (lists of floats and 0/1 flags) the mean of ``(exp(x) - 1) - x`` over valid samples; their mean."""
+    means = []
+    for xs, ms in zip(log_ratios, valid):
+        terms = [(math.exp(x) - 1) - x for x, m in zip(xs, ms) if m]
+        means.append(sum(terms) / max(len(terms), 1))
+    return sum(means) / len(means)

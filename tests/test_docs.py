@@ -41,6 +41,7 @@ PUBLIC_MODULES = (
     "sb3_xppo.ppo_recurrent",
     "sb3_xppo.core",
     "sb3_xppo.common",
+    "sb3_xppo.vec_env",
 )
 OTHER_PUBLIC_NAMES = (
     "sb3_xppo.common.buffers.XPPOMaskableRolloutBuffer",

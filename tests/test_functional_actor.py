@@ -236,3 +236,61 @@ def test_zero_clip_range_freezes_ppo_ratio_and_is_refused_by_spo():
     ratio = th.exp(logp - old)
     expected = -th.min(ratio * adv, th.clamp(ratio, 1 + 0.001, 1 - 0.001) * adv)
     assert th.equal(ppo_actor_loss(logp, old, adv, eps_clip=-0.001), expected)
+
+
+@pytest.mark.parametrize("loss_fn", [ppo_actor_loss, spo_actor_loss])
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("mask_kind", [None, "bool", "float"])
+def test_return_stats(loss_fn, normalize, mask_kind):
+    from reference import moments_loop
+
+    from sb3_xppo.functional import AdvantageStats
+
+    logp, old, adv = make_inputs()
+    gen = th.Generator().manual_seed(1)
+    mask = {None: None, "bool": th.rand(3, 7, generator=gen) > 0.4, "float": th.rand(3, 7, generator=gen)}[mask_kind]
+    loss, stats = loss_fn(logp, old, adv, mask=mask, normalize_advantages=normalize, return_stats=True)
+    assert isinstance(stats, AdvantageStats) and stats.mean.shape == () and stats.var.shape == ()
+    assert not stats.mean.requires_grad and stats.var.dtype == th.float32
+    # the statistics of the advantages as they came in (with normalization: the ones the z-score used)
+    weights = th.ones(3, 7) if mask is None else mask.float()
+    mean, var = moments_loop(adv.flatten().tolist(), weights.flatten().tolist())
+    assert stats.mean.item() == pytest.approx(mean, abs=1e-6) and stats.var.item() == pytest.approx(var, abs=1e-6)
+    # the loss is the one without return_stats, bit for bit
+    assert th.equal(loss, loss_fn(logp, old, adv, mask=mask, normalize_advantages=normalize))
+
+
+def test_stats_of_grouped_inputs_pool_the_groups():
+    # (b g n) inputs with a (b n) mask: one mean and variance over every valid entry, as the z-score pools the groups
+    logp, old, adv = make_inputs(shape=(2, 3, 5))
+    mask = th.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=th.bool)
+    _, stats = ppo_actor_loss(logp, old, adv, mask=mask, group_dim=1, return_stats=True)
+    valid = adv[mask.unsqueeze(1).expand(2, 3, 5)]
+    assert th.allclose(stats.mean, valid.mean()) and th.allclose(stats.var, valid.var(unbiased=False))
+
+
+@pytest.mark.parametrize("loss_fn", [ppo_actor_loss, spo_actor_loss])
+def test_min_advantage_std_skips_constant_advantages(loss_fn):
+    logp, old, _ = make_inputs()
+    adv = th.full((3, 7), -1.5)
+    # off by default for the clipped and SPO losses
+    assert (loss_fn(logp, old, adv) != 0).any()
+    for mask in (None, th.ones(3, 7, dtype=th.bool)):
+        logp.grad = None
+        loss = loss_fn(logp, old, adv, mask=mask, min_advantage_std=1e-6)
+        assert loss.requires_grad and th.equal(loss, th.zeros_like(loss))  # multiplied by 0, still in the graph
+        loss.sum().backward()
+        assert th.equal(logp.grad, th.zeros(3, 7))
+    # varied advantages are untouched, bit for bit
+    _, _, varied = make_inputs()
+    assert th.equal(loss_fn(logp, old, varied, min_advantage_std=1e-6), loss_fn(logp, old, varied))
+    # a threshold above the advantages' std skips them too; the mask decides which entries count
+    assert loss_fn(logp, old, varied, mask=th.ones(3, 7), min_advantage_std=10.0) == 0
+    only_equal = th.zeros(3, 7, dtype=th.bool)
+    only_equal[0, :3] = True
+    poisoned = varied.clone()
+    poisoned[0, :3] = 0.25
+    assert loss_fn(logp, old, poisoned, mask=only_equal, min_advantage_std=1e-6) == 0
+    assert loss_fn(logp, old, poisoned, mask=~only_equal, min_advantage_std=1e-6) != 0
+    with pytest.raises(ValueError, match="min_advantage_std"):
+        loss_fn(logp, old, varied, min_advantage_std=-0.1)

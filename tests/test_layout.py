@@ -22,6 +22,7 @@ LAYERS = {
     "functional": 0,
     "common": 1,
     "envs": 1,
+    "vec_env": 1,
     "multi_critic": 2,
     "core": 3,
     "xppo": 4,

@@ -31,6 +31,8 @@ from stable_baselines3.common.distributions import (
 )
 from torch.distributions import Bernoulli, Categorical, Normal
 
+from sb3_xppo.common.beta import BetaDistribution
+
 
 def _diag_gaussian(dist: Any, mean_actions: th.Tensor, log_std: th.Tensor, latent_pi: th.Tensor) -> None:
     dist.distribution = Normal(mean_actions, th.ones_like(mean_actions) * log_std.exp(), validate_args=False)
@@ -56,6 +58,10 @@ def _bernoulli(dist: Any, logits: th.Tensor, log_std: th.Tensor, latent_pi: th.T
     dist.distribution = Bernoulli(logits=logits, validate_args=False)
 
 
+def _beta(dist: Any, action_params: th.Tensor, log_std: th.Tensor, latent_pi: th.Tensor) -> None:
+    dist.proba_distribution(action_params, validate_args=False)  # the package's own: it takes validate_args
+
+
 def _maskable_categorical(dist: Any, logits: th.Tensor, log_std: th.Tensor, latent_pi: th.Tensor) -> None:
     # apply_masking() re-initializes the distribution with the validate_args it was built with
     dist.distribution = MaskableCategorical(logits=logits.view(-1, dist.action_dim), validate_args=False)
@@ -76,6 +82,7 @@ UNCHECKED_BUILDERS: dict[type[Distribution], Callable[[Any, th.Tensor, Any, th.T
     MaskableCategoricalDistribution: _maskable_categorical,
     MaskableMultiCategoricalDistribution: _maskable_multi_categorical,
     MaskableBernoulliDistribution: _maskable_multi_categorical,
+    BetaDistribution: _beta,
 }
 
 

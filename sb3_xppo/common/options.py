@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 import numpy as np
 import torch as th
 
+from sb3_xppo.common.adaptive_lr import check_adaptive_kl
 from sb3_xppo.functional.advantages import REDUCES
 
-ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo")
+ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
 VALUE_LOSSES = ("mse", "sb3", "clipped", "improved", "hl_gauss")
 #: value losses that clip, and so need clip_range_vf (hl_gauss clips in scalar space when it is given)
 CLIPPING_VALUE_LOSSES = ("sb3", "clipped", "improved")
@@ -31,7 +32,8 @@ ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
 GROUP_VALUE_WEIGHTS = ("equal", "squared")
 
 #: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
-#: ``checked`` holds PPO's ``clip_range_vf`` and ``normalize_advantage`` and the options declared before, canonical
+#: ``checked`` holds PPO's ``clip_range``, ``clip_range_vf`` and ``normalize_advantage`` and the options declared
+#: before, canonical
 OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
 
 
@@ -89,6 +91,12 @@ def check_dual_clip(dual_clip: Any, checked: Mapping[str, Any]) -> float | None:
     if actor_loss != "clip":
         # SPO's objective r A - |A| (r - 1)^2 / (2 eps) falls below c A long before r reaches c, and the bound then
         # replaces it: at r = 2, A = -1, eps = 0.2, c = 3 the loss's gradient in r is 0 instead of 1 + 1 / 0.2 = 6
+        if actor_loss == "hpo":
+            raise ValueError(
+                "dual_clip cannot be combined with actor_loss='hpo': HPO has no ratio bound to add it to; its Huber "
+                "loss already pulls the log-ratio back to a bounded target, with a gradient that the bound would "
+                "remove. Use dual_clip with actor_loss='clip', or HPO without dual_clip"
+            )
         raise ValueError(
             f"dual_clip cannot be combined with actor_loss={actor_loss!r}: for negative advantages the bound c * A "
             "becomes the active term long before the ratio reaches c and removes SPO's restoring gradient. "
@@ -103,8 +111,43 @@ def check_delight_temp(delight_temp: Any, checked: Mapping[str, Any]) -> float:
     return delight_temp
 
 
+def check_min_advantage_std(min_advantage_std: Any, checked: Mapping[str, Any]) -> float | None:
+    if min_advantage_std is None:
+        return None
+    if not is_number(min_advantage_std) or not min_advantage_std >= 0:
+        raise ValueError(f"min_advantage_std must be None or a number >= 0, got {min_advantage_std!r}")
+    return float(min_advantage_std)
+
+
+def resolve_min_advantage_std(min_advantage_std: float | None, actor_loss: str) -> float | None:
+    """
+    The ``min_advantage_std`` an actor loss runs with: the model's, else the loss's own default (1e-6 for HPO, no
+    skipping for the clip and SPO losses).
+
+    :param min_advantage_std: the constructor's keyword
+    :param actor_loss: the model's actor loss
+    """
+    if min_advantage_std is not None:
+        return min_advantage_std
+    return 1e-6 if actor_loss == "hpo" else None
+
+
 def check_log_ratio_clamp_option(log_ratio_clamp: Any, checked: Mapping[str, Any]) -> tuple[float, float] | None:
-    return check_log_ratio_clamp(log_ratio_clamp)
+    clamp = check_log_ratio_clamp(log_ratio_clamp)
+    if clamp is not None and checked["actor_loss"] == "hpo":
+        # HPO's targets reach +-2 eps: a tighter clamp would hold the log-ratio short of them (its first value: a
+        # schedule of the clip range starts at its largest, progress_remaining = 1)
+        clip_range = checked.get("clip_range")
+        ranges = [
+            r(1.0) if callable(r) else r for r in (clip_range if isinstance(clip_range, (tuple, list)) else [clip_range])
+        ]
+        eps = max(float(r) for r in ranges if r is not None) if ranges and None not in ranges else None
+        if eps is not None and not (clamp[0] <= -2 * eps and clamp[1] >= 2 * eps):
+            raise ValueError(
+                f"log_ratio_clamp={log_ratio_clamp!r} with actor_loss='hpo' must contain (-2 eps, 2 eps) = "
+                f"({-2 * eps:g}, {2 * eps:g}), the reach of HPO's targets (eps: the largest clip range)"
+            )
+    return clamp
 
 
 def check_reward_groups(reward_groups: Any, checked: Mapping[str, Any]) -> list[str] | None:
@@ -186,6 +229,10 @@ def check_group_value_weights(group_value_weights: Any, checked: Mapping[str, An
     return group_value_weights if isinstance(group_value_weights, str) else [float(w) for w in group_value_weights]
 
 
+def check_adaptive_kl_option(adaptive_kl: Any, checked: Mapping[str, Any]) -> dict[str, float] | None:
+    return check_adaptive_kl(adaptive_kl)
+
+
 def check_fast_paths(fast_paths: Any, checked: Mapping[str, Any]) -> bool:
     if not isinstance(fast_paths, (bool, np.bool_)):
         raise TypeError(f"fast_paths must be True or False, got {fast_paths!r}")
@@ -202,8 +249,10 @@ XPPO_OPTIONS: dict[str, XPPOOption] = {
             "clip",
             str,
             "``'clip'`` (PPO's clipped surrogate, Schulman et al. 2017), ``'spo'`` (Simple Policy Optimization, "
-            "Xie et al. 2025, https://arxiv.org/abs/2401.16025) or ``'asymmetric_spo'`` (PPO's clip where the "
-            "advantage is positive, SPO where it is not)",
+            "Xie et al. 2025, https://arxiv.org/abs/2401.16025), ``'asymmetric_spo'`` (PPO's clip where the "
+            "advantage is positive, SPO where it is not) or ``'hpo'`` (a Huber loss pulling the log-ratio to the "
+            "target ``eps * clamp(A, -2, 2)``, weighted by ``|A|``, after Target Policy Optimization, Kaddour 2026, "
+            "https://arxiv.org/abs/2604.06159; :func:`~sb3_xppo.functional.hpo_actor_loss`)",
             check_actor_loss,
         ),
         XPPOOption(
@@ -244,6 +293,31 @@ XPPO_OPTIONS: dict[str, XPPOOption] = {
             "None, or clamp ``log_prob - old_log_prob`` before ``exp`` to ``(-c, c)`` for a float ``c`` or to a "
             "``(low, high)`` pair",
             check_log_ratio_clamp_option,
+        ),
+        XPPOOption(
+            "min_advantage_std",
+            None,
+            float | None,
+            "skip a minibatch whose advantages carry no signal: its actor loss is multiplied by 0 when their variance "
+            "is ``<= min_advantage_std ** 2`` (DAPO's dynamic sampling, Yu et al. 2025, "
+            "https://arxiv.org/abs/2503.14476). None: the actor loss's own default, 1e-6 for ``'hpo'``, no skipping "
+            "for the others. Logged as ``train/skipped_minibatch_fraction`` when on",
+            check_min_advantage_std,
+        ),
+        XPPOOption(
+            "adaptive_kl",
+            None,
+            float | dict[str, float] | None,
+            "None (off), or the KL-adaptive learning rate (rsl_rl's rule, Rudin et al. 2022, Learning to Walk in "
+            "Minutes Using Massively Parallel Deep RL, https://arxiv.org/abs/2109.11978): after each epoch the "
+            "learning rate is divided by ``factor`` when the epoch's mean approximate KL is above ``2 * target``, "
+            "multiplied by it when below ``target / 2``, and kept in ``[lr_min, lr_max]``. A float is the "
+            "``target``; a dict gives any of ``target`` (0.01), ``factor`` (1.5), ``lr_min`` (1e-5), ``lr_max`` "
+            "(1e-2), also as a string (``'dict(target=0.02)'``, rl-zoo3 yml); True: the defaults. It starts from "
+            "``learning_rate`` (a schedule's value at progress 1; the schedule is not read after that), is saved "
+            "with the model as ``adaptive_kl_lr`` and logged as ``train/learning_rate``. ``target_kl`` keeps its "
+            "early stopping; the two combine.",
+            check_adaptive_kl_option,
         ),
         XPPOOption(
             "reward_groups",
@@ -345,12 +419,13 @@ def check_xppo_options(
     check_clip_range(clip_range)
     check_clip_range_vf(clip_range_vf)
     checked: dict[str, Any] = {
+        "clip_range": clip_range,
         "clip_range_vf": clip_range_vf,
         "normalize_advantage": check_normalize_advantage(normalize_advantage),
     }
     for name, option in XPPO_OPTIONS.items():
         checked[name] = option.check(options.get(name, option.default), checked)
-    del checked["clip_range_vf"]  # the parent algorithm's attribute, set by the parent
+    del checked["clip_range"], checked["clip_range_vf"]  # the parent algorithm's attributes, set by the parent
     return checked
 
 

@@ -11,6 +11,9 @@ set through ``policy_kwargs``:
   2024, ReLU^2 Wins: Discovering Efficient Activation Functions for Sparse LLMs).
 - ``hl_gauss``: a classification critic (Farebrother et al. 2024, see :mod:`sb3_xppo.common.value_heads`), set by
   the algorithm for ``value_loss='hl_gauss'``.
+- ``action_dist='beta'``: actions from a Beta distribution scaled to the bounds of a bounded ``Box`` (Chou et al.
+  2017, see :mod:`sb3_xppo.common.beta`) instead of SB3's Gaussian; never clipped, the mode as the deterministic
+  action.
 - ``normalize_values``: the value head wrapped in a :class:`~sb3_xppo.common.value_norm.ValueNormalizer` (PopArt),
   set by the algorithm for ``normalize_values=True``; a constructor parameter so that a policy saved on its own
   (``policy.save``) loads back with its statistics.
@@ -20,9 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
+import numpy as np
 import torch as th
+from gymnasium import spaces
 from sb3_contrib.common.maskable.policies import (
     MaskableActorCriticCnnPolicy,
     MaskableActorCriticPolicy,
@@ -41,6 +47,7 @@ from stable_baselines3.common.utils import get_device
 from torch import nn
 from torch.distributions import Normal
 
+from sb3_xppo.common.beta import BetaDistribution
 from sb3_xppo.common.distributions import unchecked_distribution
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
@@ -50,8 +57,11 @@ GAUSSIAN_DISTRIBUTIONS = (DiagGaussianDistribution, StateDependentNoiseDistribut
 SIMBA_PARTS = {"actor": ("pi",), "critic": ("vf",), "both": ("pi", "vf")}
 #: XPPOPolicyMixin's options when off
 POLICY_OPTION_DEFAULTS: dict[str, Any] = dict(
-    rpo_alpha=0.0, simba=None, simba_activation="relu", hl_gauss=None, normalize_values=False
+    rpo_alpha=0.0, simba=None, simba_activation="relu", hl_gauss=None, normalize_values=False, action_dist="gaussian"
 )
+#: ``action_dist``'s values: SB3's distribution for the action space (a diagonal Gaussian for ``Box`` actions), or a
+#: Beta distribution scaled to a bounded ``Box`` (:class:`~sb3_xppo.common.beta.BetaDistribution`)
+ACTION_DISTS = ("gaussian", "beta")
 #: output gain of a categorical value head's logits (small: the critic starts near-uniform over its support)
 LOGITS_GAIN = 0.01
 
@@ -144,12 +154,22 @@ class XPPOPolicyMixin:
         ``value_loss='hl_gauss'``
     :param normalize_values: wrap the value head in a :class:`~sb3_xppo.common.value_norm.ValueNormalizer`
         (:meth:`attach_value_normalizer`); XPPO does it for ``normalize_values=True``
+    :param action_dist: ``'gaussian'``: SB3's distribution for the action space; ``'beta'``: a Beta distribution
+        scaled to the bounds of a ``Box`` with finite bounds (Chou et al. 2017,
+        :class:`~sb3_xppo.common.beta.BetaDistribution`), whose deterministic action is its mode; not with gSDE
+        (``use_sde``) nor ``rpo_alpha``, which are Gaussian noise
     """
 
     net_arch: list[int] | dict[str, list[int]]
     activation_fn: type[nn.Module]
     features_dim: int
     ortho_init: bool
+    action_space: spaces.Space
+    share_features_extractor: bool
+    features_extractor: nn.Module
+    pi_features_extractor: nn.Module
+    vf_features_extractor: nn.Module
+    action_net: nn.Module
     device: th.device
     training: bool
     action_dist: Distribution
@@ -169,6 +189,7 @@ class XPPOPolicyMixin:
         simba_activation: str = "relu",
         hl_gauss: dict[str, Any] | None = None,
         normalize_values: bool = False,
+        action_dist: str = "gaussian",
         **kwargs: Any,
     ) -> None:
         if isinstance(rpo_alpha, bool) or not isinstance(rpo_alpha, (int, float)) or not rpo_alpha >= 0:
@@ -179,11 +200,15 @@ class XPPOPolicyMixin:
             raise ValueError(f"simba must be None, True or one of {sorted(SIMBA_PARTS)}, got {simba!r}")
         if simba_activation not in SIMBA_ACTIVATIONS:
             raise ValueError(f"simba_activation must be one of {sorted(SIMBA_ACTIVATIONS)}, got {simba_activation!r}")
+        if action_dist not in ACTION_DISTS:
+            raise ValueError(f"action_dist must be one of {list(ACTION_DISTS)}, got {action_dist!r}")
         # Set before the base class's __init__, which builds the networks
         self.rpo_alpha = float(rpo_alpha)
         self.simba = simba or None
         self.simba_activation = simba_activation
         self.hl_gauss = None if hl_gauss is None else HLGaussConfig.from_kwargs(hl_gauss)
+        #: the ``action_dist`` option (``self.action_dist`` is the SB3 distribution object, as in SB3)
+        self.action_dist_name = action_dist
         self.validate_distributions = True
         super().__init__(*args, **kwargs)
         if self.rpo_alpha > 0 and not isinstance(self.action_dist, GAUSSIAN_DISTRIBUTIONS):
@@ -243,12 +268,51 @@ class XPPOPolicyMixin:
         return HLGaussValueHead(self._value_layers(self.hl_gauss.n_bins, LOGITS_GAIN), self._value_outputs(), self.hl_gauss)
 
     def _build(self, lr_schedule: Schedule) -> None:
-        super()._build(lr_schedule)  # type: ignore[misc]
+        if self.action_dist_name == "beta":
+            self.action_dist = self._beta_distribution()
+            self._build_beta(lr_schedule)
+        else:
+            super()._build(lr_schedule)  # type: ignore[misc]
         value_net = self._make_value_net()
         if value_net is not None:
             self.value_net = value_net.to(self.device)
             # The optimizer holds the replaced head's parameters: build it again over the current ones
             self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[attr-defined, call-arg]
+
+    def _beta_distribution(self) -> BetaDistribution:
+        """The Beta distribution of ``action_dist='beta'``, or a ``ValueError`` where it cannot act."""
+        distribution = BetaDistribution.for_space(self.action_space)
+        if self.rpo_alpha > 0:
+            raise ValueError("rpo_alpha perturbs a Gaussian policy's mean: it cannot be combined with action_dist='beta'")
+        if getattr(self, "use_sde", False):  # (maskable policies have no gSDE)
+            raise ValueError(
+                "gSDE (use_sde=True) is state-dependent Gaussian noise: it cannot be combined with action_dist='beta'"
+            )
+        return distribution
+
+    def _build_beta(self, lr_schedule: Schedule) -> None:
+        """
+        SB3's ``ActorCriticPolicy._build`` with the Beta action head: the same networks, orthogonal initialization
+        (SB3's modules, gains and order; the head's gain 0.01) and optimizer, ``action_net`` giving both
+        concentrations per action dim and no ``log_std``.
+        """
+        self._build_mlp_extractor()
+        self.action_net = self.action_dist.proba_distribution_net(latent_dim=self.mlp_extractor.latent_dim_pi)
+        self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, 1)
+        if self.ortho_init:
+            gains: dict[nn.Module, float] = {
+                self.features_extractor: np.sqrt(2),
+                self.mlp_extractor: np.sqrt(2),
+                self.action_net: 0.01,
+                self.value_net: 1,
+            }
+            if not self.share_features_extractor:
+                del gains[self.features_extractor]
+                gains[self.pi_features_extractor] = np.sqrt(2)
+                gains[self.vf_features_extractor] = np.sqrt(2)
+            for module, gain in gains.items():
+                module.apply(partial(ActorCriticPolicy.init_weights, gain=gain))
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[attr-defined, call-arg]
 
     def attach_value_normalizer(self) -> None:
         """
@@ -284,7 +348,9 @@ class XPPOPolicyMixin:
 
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor, *args: Any, **kwargs: Any) -> Distribution:
         distribution = None if self.validate_distributions else unchecked_distribution(self, latent_pi)
-        if distribution is None:
+        if distribution is None and isinstance(self.action_dist, BetaDistribution):
+            distribution = self.action_dist.proba_distribution(self.action_net(latent_pi))
+        elif distribution is None:
             distribution = super()._get_action_dist_from_latent(latent_pi, *args, **kwargs)  # type: ignore[misc]
         if self.rpo_alpha > 0 and self.training:
             # RPO: the update pass (SB3's train() sets training mode, collection and predict() unset it): U(-a, a) on
@@ -305,6 +371,7 @@ class XPPOPolicyMixin:
             simba_activation=self.simba_activation if self.simba else "relu",
             hl_gauss=None if self.hl_gauss is None else self.hl_gauss.to_kwargs(),
             normalize_values=isinstance(self.value_net, ValueNormalizer),
+            action_dist=self.action_dist_name,
         )
         data.update({key: value for key, value in options.items() if value != POLICY_OPTION_DEFAULTS[key]})
         return data

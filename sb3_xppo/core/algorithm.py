@@ -18,11 +18,23 @@ import numpy as np
 import torch as th
 import torch.nn.functional as F
 from gymnasium import spaces
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.env_util import is_wrapped
+from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.type_aliases import RolloutBufferSamples
-from stable_baselines3.common.utils import explained_variance
+from stable_baselines3.common.utils import explained_variance, update_learning_rate
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.patch_gym import _patch_env
 from torch.utils.hooks import RemovableHandle
 
+from sb3_xppo.common.adaptive_lr import (
+    adapt_learning_rate,
+    check_adaptive_kl,
+    mean_approx_kl,
+    starting_learning_rate,
+    warn_if_schedule_ignored,
+)
 from sb3_xppo.common.finite import (
     TrainingSnapshot,
 )
@@ -31,6 +43,7 @@ from sb3_xppo.common.options import (
     check_log_ratio_clamp,
     check_normalize_advantage,
     resolve_group_value_weights,
+    resolve_min_advantage_std,
     resolve_value_loss,
 )
 from sb3_xppo.common.policies import XPPOPolicyMixin
@@ -41,10 +54,19 @@ from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
 from sb3_xppo.core.rollout import XPPORolloutMixin
-from sb3_xppo.functional import clipped_value_loss_fn, improved_value_clipping_fn, ppo_actor_loss, spo_actor_loss
+from sb3_xppo.functional import (
+    clipped_value_loss_fn,
+    hpo_actor_loss,
+    improved_value_clipping_fn,
+    ppo_actor_loss,
+    spo_actor_loss,
+)
 from sb3_xppo.functional.masked import masked_zscore
 from sb3_xppo.multi_critic.policies import MULTI_CRITIC_POLICIES, MultiCriticPolicyMixin
+from sb3_xppo.vec_env import LeanVecEnv
 
+#: ``actor_loss(log_prob, old_log_prob, advantages, valid) -> (loss, skipped)`` (see XPPOCoreMixin._actor_loss_fn)
+ActorLoss = Callable[[th.Tensor, th.Tensor, th.Tensor, "th.Tensor | None"], "tuple[th.Tensor, th.Tensor | None]"]
 #: ``hook(model, rollout_data, loss) -> loss``: called once per minibatch with the RL loss, returns the loss to optimise
 LossHook = Callable[[Any, RolloutBufferSamples, th.Tensor], th.Tensor]
 
@@ -99,6 +121,9 @@ class XPPOCoreMixin(XPPORolloutMixin):
     #: ``group_value_weights`` (:func:`~sb3_xppo.common.options.resolve_group_value_weights`; None, the mode's
     #: default, also for a model saved before the keyword existed)
     group_value_weights: str | Sequence[float] | None = None
+    #: the learning rate of the KL-adaptive rule (``adaptive_kl``) that the next ``train()`` starts from, saved with
+    #: the model; None before the rule's first update (the start is then ``learning_rate``'s value at progress 1)
+    adaptive_kl_lr: float | None = None
     #: this algorithm's XPPO rollout buffers for (Box, Dict) observations, single and multi-critic (None: the parent's)
     xppo_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
     multi_critic_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]] | None] = None
@@ -135,6 +160,8 @@ class XPPOCoreMixin(XPPORolloutMixin):
     delightful: bool
     delight_temp: float
     log_ratio_clamp: tuple[float, float] | None
+    min_advantage_std: float | None
+    adaptive_kl: dict[str, float] | None
     reward_groups: list[str] | None
     group_weights: list[float] | None
     group_reduce: Any
@@ -154,6 +181,8 @@ class XPPOCoreMixin(XPPORolloutMixin):
         self._loss_hooks = OrderedDict()
         self._action_hooks = OrderedDict()
         self._learn_hooks = []
+        if self.adaptive_kl is not None:
+            warn_if_schedule_ignored(self.learning_rate)  # type: ignore[attr-defined]
 
     def _setup_model(self) -> None:
         if self.reward_groups is not None:
@@ -171,6 +200,8 @@ class XPPOCoreMixin(XPPORolloutMixin):
         # None is PPO's meaning, also for a PPO checkpoint (which has no value_loss): clip when clip_range_vf is set
         self.value_loss = resolve_value_loss(self.value_loss, self.clip_range_vf)
         self.log_ratio_clamp = check_log_ratio_clamp(self.log_ratio_clamp)
+        # load(..., adaptive_kl=...) sets the attribute unchecked
+        self.adaptive_kl = check_adaptive_kl(self.adaptive_kl)
         # A checkpoint saved before value normalization existed has no such attribute
         self.normalize_values = bool(getattr(self, "normalize_values", False))
         if self.normalize_values and isinstance(self.policy, XPPOPolicyMixin):
@@ -247,6 +278,21 @@ class XPPOCoreMixin(XPPORolloutMixin):
         """
         signature = "(model, rollout_data, loss) -> loss"
         return add_hook(self._loss_hooks, hook, signature, self._learn_hooks if until_learn_ends else None)
+
+    @staticmethod
+    def _wrap_env(env: Any, verbose: int = 0, monitor_wrapper: bool = True) -> VecEnv:
+        # SB3's BaseAlgorithm._wrap_env, but an env that it would put in a DummyVecEnv (an env id, made into an env;
+        # a gymnasium env) goes in a LeanVecEnv, which returns the same numbers faster; a VecEnv is kept as it is
+        if not isinstance(env, VecEnv):
+            env = _patch_env(env)
+            if monitor_wrapper and not is_wrapped(env, Monitor):
+                if verbose >= 1:
+                    print("Wrapping the env with a `Monitor` wrapper")
+                env = Monitor(env)
+            if verbose >= 1:
+                print("Wrapping the env in a LeanVecEnv.")
+            env = LeanVecEnv([lambda: env])
+        return BaseAlgorithm._wrap_env(env, verbose, monitor_wrapper)
 
     def learn(self, *args: Any, **kwargs: Any) -> Any:
         # The parent's learn(); the hooks registered until it ends are removed when it returns or raises
@@ -346,9 +392,15 @@ class XPPOCoreMixin(XPPORolloutMixin):
         self._log_train_stats(
             np.array(record.epochs), th.stack(record.losses).cpu().numpy(), ratio_stats, record.loss, clip_range, clip_range_vf
         )
+        if record.skipped:
+            self.logger.record("train/skipped_minibatch_fraction", th.stack(record.skipped).float().mean().item())
         if self._log_grad_norms():
             for key, value in optimizer_step.log_values(record.grad_norms).items():
                 self.logger.record(key, value)
+        if self.adaptive_kl is not None:
+            # the call went through: the rule's learning rate is the model's, for the next call and in a save
+            self.adaptive_kl_lr = float(self.policy.optimizer.param_groups[0]["lr"])
+            self.logger.record("train/learning_rate", self.adaptive_kl_lr)
 
     def _train_epochs(
         self,
@@ -389,10 +441,10 @@ class XPPOCoreMixin(XPPORolloutMixin):
                 values = values.reshape(rollout_data.returns.shape)
                 advantages = self._normalized_advantages(rollout_data.advantages, valid)
 
-                if actor_loss_fn is None:  # SPO with an empty trust region: only the critic learns from this rollout
-                    policy_loss = th.zeros((), device=log_prob.device)
+                if actor_loss_fn is None:  # SPO / HPO with an empty trust region: only the critic learns from this rollout
+                    policy_loss, skipped = th.zeros((), device=log_prob.device), None
                 else:
-                    policy_loss = valid_mean(actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages), valid)
+                    policy_loss, skipped = actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages, valid)
                 # Reduced over the batch: a scalar, or (G,) one per reward group
                 value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
                 value_loss = reduce_value_losses(value_losses, value_weights)
@@ -406,7 +458,7 @@ class XPPOCoreMixin(XPPORolloutMixin):
 
                 with th.no_grad():
                     log_ratio = log_prob - rollout_data.old_log_prob
-                record.add(epoch, log_ratio, advantages, valid, policy_loss, value_loss, entropy_loss, value_losses)
+                record.add(epoch, log_ratio, advantages, valid, policy_loss, value_loss, entropy_loss, value_losses, skipped)
 
                 if self.target_kl is not None:
                     # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
@@ -426,9 +478,36 @@ class XPPOCoreMixin(XPPORolloutMixin):
                 record.grad_norms.append(grad_norm)
 
             self._n_updates += 1
+            if self.adaptive_kl is not None:
+                self._adapt_learning_rate(record, epoch)
             if not continue_training:
                 break
         record.loss = loss
+
+    def _update_learning_rate(self, optimizers: list[th.optim.Optimizer] | th.optim.Optimizer) -> None:
+        # SB3's: the schedule's value, logged; with adaptive_kl the rule's current learning rate, which train() logs
+        # once the call is through
+        if self.adaptive_kl is None:
+            super()._update_learning_rate(optimizers)  # type: ignore[misc]
+            return
+        lr = starting_learning_rate(self.adaptive_kl_lr, self.lr_schedule, self.adaptive_kl)  # type: ignore[attr-defined]
+        for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
+            update_learning_rate(optimizer, lr)
+
+    def _adapt_learning_rate(self, record: TrainRecord, epoch: int) -> None:
+        """
+        ``adaptive_kl``: the KL-adaptive rule (:func:`~sb3_xppo.common.adaptive_lr.adapt_learning_rate`) on the mean
+        approximate KL of the epoch's minibatches, which sets the optimizer's learning rate for the next epoch (one
+        host sync per epoch). A call that is undone leaves ``adaptive_kl_lr`` as it was.
+
+        :param record: this call's record, the epoch's minibatches last
+        :param epoch: the epoch just done (also one that ``target_kl`` stopped)
+        """
+        assert self.adaptive_kl is not None
+        first = record.epochs.index(epoch)
+        kl = mean_approx_kl(record.log_ratios[first:], record.valid[first:])
+        optimizer = self.policy.optimizer
+        update_learning_rate(optimizer, adapt_learning_rate(optimizer.param_groups[0]["lr"], kl, **self.adaptive_kl))
 
     def _log_grad_norms(self) -> bool:
         """Whether ``train()`` logs the actor's and the critics' gradient norms (``log_grad_norms``)."""
@@ -444,15 +523,17 @@ class XPPOCoreMixin(XPPORolloutMixin):
         parts = split_parameters(self.policy) if per_part or self._log_grad_norms() else None
         return OptimizerStep(self.policy, self.max_grad_norm, parts, bool(per_part), fast=self.fast_paths)
 
-    def _actor_loss_fn(self, clip_low: float, clip_high: float) -> Callable[..., th.Tensor] | None:
+    def _actor_loss_fn(self, clip_low: float, clip_high: float) -> ActorLoss | None:
         """
-        The actor loss of this call, ``(log_prob, old_log_prob, advantages) -> elementwise loss``.
+        The actor loss of this call, ``(log_prob, old_log_prob, advantages, valid) -> (loss, skipped)``: the loss
+        averaged over the valid samples, and whether ``min_advantage_std`` skipped the minibatch (None when off).
 
         :param clip_low: lower clip range of this call
         :param clip_high: upper clip range of this call
         :return: the loss, or None when the actor is not to be updated: a linear schedule reaches 0 (and below 0 when
             the last rollout overshoots the budget); the clip loss takes it as PPO does (torch.clamp semantics), so
-            XPPO stays PPO's bit for bit, but SPO's penalty divides by the range, and at <= 0 its trust region is empty
+            XPPO stays PPO's bit for bit, but SPO's and HPO's losses divide by the range, and at <= 0 their trust
+            region is empty
         """
         if self.actor_loss != "clip" and min(clip_low, clip_high) <= 0:
             return None
@@ -460,13 +541,32 @@ class XPPOCoreMixin(XPPORolloutMixin):
             eps_clip=(clip_low, clip_high) if clip_low != clip_high else clip_low,
             delightful=self.delightful,
             delight_temp=self.delight_temp,
-            dual_clip=self.dual_clip is not None,
-            dual_clip_threshold=self.dual_clip if self.dual_clip is not None else 3.0,
             log_ratio_clamp=self.log_ratio_clamp,
         )
+        dual_clip = dict(dual_clip=self.dual_clip is not None, dual_clip_threshold=self.dual_clip or 3.0)
         if self.actor_loss == "clip":
-            return partial(ppo_actor_loss, **kwargs)
-        return partial(spo_actor_loss, asymmetric=self.actor_loss == "asymmetric_spo", **kwargs)
+            loss_fn = partial(ppo_actor_loss, **kwargs, **dual_clip)
+        elif self.actor_loss == "hpo":
+            loss_fn = partial(hpo_actor_loss, **kwargs)
+        else:
+            loss_fn = partial(spo_actor_loss, asymmetric=self.actor_loss == "asymmetric_spo", **kwargs, **dual_clip)
+        threshold = resolve_min_advantage_std(self.min_advantage_std, self.actor_loss)
+        if threshold is None:
+            return lambda log_prob, old_log_prob, advantages, valid: (
+                valid_mean(loss_fn(log_prob, old_log_prob, advantages, min_advantage_std=None), valid),
+                None,
+            )
+
+        def skipping(
+            log_prob: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor, valid: th.Tensor | None
+        ) -> tuple[th.Tensor, th.Tensor | None]:
+            # DAPO's dynamic sampling: the statistics over the valid samples, the loss kept in the graph at 0
+            loss, stats = loss_fn(
+                log_prob, old_log_prob, advantages, mask=valid, min_advantage_std=threshold, return_stats=True
+            )
+            return (loss.mean() if valid is None else loss), stats.var <= threshold**2
+
+        return skipping
 
     def _normalized_advantages(self, advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
         """

@@ -29,6 +29,8 @@ class TrainRecord:
     hooked_losses: list[th.Tensor] = field(default_factory=list)
     #: and the gradient norm before clipping
     grad_norms: list[th.Tensor] = field(default_factory=list)
+    #: of each minibatch where ``min_advantage_std`` is on: whether it was skipped (a bool tensor)
+    skipped: list[th.Tensor] = field(default_factory=list)
     #: the last minibatch's loss
     loss: th.Tensor = field(default_factory=lambda: th.zeros(()))
 
@@ -42,6 +44,7 @@ class TrainRecord:
         value_loss: th.Tensor,
         entropy_loss: th.Tensor,
         group_value_losses: th.Tensor,
+        skipped: th.Tensor | None = None,
     ) -> None:
         """
         One minibatch's record, before its optimizer step.
@@ -54,6 +57,7 @@ class TrainRecord:
         :param value_loss: the critics' loss
         :param entropy_loss: the entropy loss
         :param group_value_losses: a scalar (one critic), or ``(G,)`` the value loss of each reward group
+        :param skipped: whether ``min_advantage_std`` skipped the minibatch (None: off)
         """
         with th.no_grad():
             row = th.stack((policy_loss, value_loss, entropy_loss))
@@ -64,6 +68,8 @@ class TrainRecord:
         self.log_ratios.append(log_ratio)
         self.advantages.append(advantages)
         self.valid.append(valid)
+        if skipped is not None:
+            self.skipped.append(skipped)
 
     def non_finite_error(self) -> ValueError | None:
         """The error naming the first non-finite of the ``CHECKED_TERMS`` (one host copy for all minibatches), or None."""

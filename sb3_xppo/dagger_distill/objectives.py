@@ -56,13 +56,32 @@ def kl_loss(student: Distribution, teacher: Distribution, action: th.Tensor | No
     (mode covering, policy distillation, Rusu et al. 2016, https://arxiv.org/abs/1511.06295), or
     ``KL(student || teacher)`` with ``reverse=True`` (mode seeking; bind it with ``functools.partial``).
 
+    The closed forms are torch's (``torch.distributions.kl_divergence``): two Beta policies (scaled to the same
+    bounds, which leaves the KL unchanged) have one; a Gaussian and a Beta policy have none (from the Gaussian, whose
+    support is unbounded, to the bounded Beta it is infinite): a ``NotImplementedError`` says so, and ``nll_loss`` or
+    ``mse_loss`` distil such a pair.
+
     :param student: the student's distribution of one head
     :param teacher: the teacher's distribution of the same family
     :param action: unused (soft targets)
     :param reverse: KL(student || teacher) instead
     :return: elementwise loss, the batch first
+    :raises NotImplementedError: where torch has no KL for the pair
     """
-    return kl_divergence(student, teacher) if reverse else kl_divergence(teacher, student)
+    p, q = (student, teacher) if reverse else (teacher, student)
+    try:
+        return kl_divergence(p, q)
+    except NotImplementedError as error:
+        raise NotImplementedError(
+            f"kl_loss: no closed-form KL from {_describe(p)} to {_describe(q)} (e.g. between a Gaussian and a Beta "
+            "policy; from the Gaussian to the bounded Beta it is infinite): distil this pair with nll_loss or mse_loss"
+        ) from error
+
+
+def _describe(dist: Distribution) -> str:
+    """A distribution's class, with its base's for ``Independent`` and transformed distributions."""
+    base = getattr(dist, "base_dist", None)
+    return type(dist).__name__ if base is None else f"{type(dist).__name__}({_describe(base)})"
 
 
 def mse_loss(student: Distribution, teacher: Distribution, action: th.Tensor | None = None) -> th.Tensor:

@@ -7,7 +7,9 @@ SAC student (tanh-squashed, rescaled) label and score the same actions:
 
 - PPO/A2C/TRPO/XPPO/MaskablePPO/RecurrentPPO (``get_distribution``): Categorical, a tuple of Categoricals
   (MultiDiscrete), Independent Bernoulli (MultiBinary) or Independent Normal (Box; tanh-squashed and rescaled under
-  gSDE's ``squash_output``).
+  gSDE's ``squash_output``); an XPPO policy with ``action_dist='beta'``: Independent
+  :class:`~sb3_xppo.common.beta.ScaledBeta` (its labels are modes, inside the bounds; a label on or beyond a bound,
+  e.g. a Gaussian teacher's mean, is scored just inside it, finite).
 - Maskable policies (MaskablePPO, MaskableXPPO) read the action masks of a :class:`.PolicyInput` (the masked-out
   actions get sb3-contrib's logit of -1e8: a probability of 0 with a finite log-probability); given a bare
   observation, they are read without masks.
@@ -53,6 +55,7 @@ from torch.distributions import (
     TransformedDistribution,
 )
 
+from sb3_xppo.common.beta import BetaDistribution
 from sb3_xppo.dagger_distill.actions import tree_to_action
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
 from sb3_xppo.dagger_distill.masks import MASKED_LOGIT, actions_allowed
@@ -185,7 +188,7 @@ class PolicyAdapter:
             return self._squashed(dist.distribution)
         if isinstance(dist, StateDependentNoiseDistribution):
             return self._squashed(dist.distribution) if dist.bijector is not None else Independent(dist.distribution, 1)
-        if isinstance(dist, DiagGaussianDistribution):
+        if isinstance(dist, (DiagGaussianDistribution, BetaDistribution)):
             return Independent(dist.distribution, 1)
         if isinstance(dist, MaskableBernoulliDistribution):
             # Two logits per binary action: Bernoulli(logit_1 - logit_0) is the same distribution

@@ -6,18 +6,38 @@ Policy (actor) losses.
 - dual clip: Ye et al. 2020, Mastering Complex Control in MOBA Games with Deep Reinforcement Learning
 - delightful gate: Osband 2026, Delightful Policy Gradient
 - Simple Policy Optimization: Xie et al. 2025
+- a Huber fit of the log-ratio to a fixed target (HPO): Kaddour 2026, Target Policy Optimization (arXiv:2604.06159)
+- skipping degenerate advantages: Yu et al. 2025, DAPO (dynamic sampling, arXiv:2503.14476)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch as th
 
 from sb3_xppo.functional._checks import check_broadcastable, check_same_shape, clip_bounds, expand_mask_for_groups
-from sb3_xppo.functional.masked import masked_mean, masked_zscore
+from sb3_xppo.functional.masked import masked_mean, masked_moments, zscore_with
 
 LogRatioClamp = float | tuple[float, float] | None
+
+
+class AdvantageStats(NamedTuple):
+    """
+    The statistics of the advantages an actor loss received (``return_stats=True``), detached.
+
+    ``mean`` and ``var`` are the masked mean and population (biased) variance over every valid entry, the groups of
+    grouped inputs pooled: the statistics the loss's z-score uses (``normalize_advantages=True``), computed also
+    without it. Both are 0-dim tensors of the loss's dtype.
+    """
+
+    mean: th.Tensor
+    var: th.Tensor
+
+
+#: an actor loss's return: the loss, or ``(loss, stats)`` with ``return_stats=True``
+ActorLossResult = th.Tensor | tuple[th.Tensor, AdvantageStats]
 
 
 def ppo_actor_loss(
@@ -33,7 +53,9 @@ def ppo_actor_loss(
     dual_clip_threshold: float = 3.0,
     log_ratio_clamp: LogRatioClamp = None,
     group_dim: int = -2,
-) -> th.Tensor:
+    min_advantage_std: float | None = None,
+    return_stats: bool = False,
+) -> ActorLossResult:
     """
     PPO's clipped surrogate loss (Schulman et al. 2017), ``-min(r A, clip(r, 1 - low, 1 + high) A)``.
 
@@ -49,9 +71,13 @@ def ppo_actor_loss(
     :param dual_clip_threshold: the dual clip constant, > 1
     :param log_ratio_clamp: clamp ``logp - old_logp`` to ``(low, high)`` (a float ``c`` means ``(-c, c)``) before ``exp``
     :param group_dim: where a ``(b n)`` mask gets its group dimension when the inputs are grouped
-    :return: the elementwise loss (no mask) or its masked mean. It is computed outside ``torch.autocast`` in float32
-        when the inputs are float16, bfloat16 or float32 (low precision is upcast), and in float64 when any input is
-        float64
+    :param min_advantage_std: when the advantages' (masked, population) variance is ``<= min_advantage_std**2`` the
+        loss is multiplied by 0: it stays in the graph and its gradients are 0. DAPO's dynamic sampling (Yu et al.
+        2025) for a minibatch whose advantages carry no signal. ``None`` never skips
+    :param return_stats: also return the advantages' :class:`AdvantageStats`
+    :return: the elementwise loss (no mask) or its masked mean; ``(loss, stats)`` with ``return_stats``. It is computed
+        outside ``torch.autocast`` in float32 when the inputs are float16, bfloat16 or float32 (low precision is
+        upcast), and in float64 when any input is float64
     """
     low, high = clip_bounds(eps_clip)
 
@@ -59,7 +85,7 @@ def ppo_actor_loss(
         return _clipped_surrogate(ratio, adv, low, high)
 
     return _actor_loss(
-        surrogate,
+        _surrogate_loss(surrogate, dual_clip, dual_clip_threshold),
         action_log_probs,
         old_action_log_probs,
         advantages,
@@ -67,10 +93,10 @@ def ppo_actor_loss(
         normalize_advantages,
         delightful,
         delight_temp,
-        dual_clip,
-        dual_clip_threshold,
-        log_ratio_clamp,
+        _log_ratio_bounds(log_ratio_clamp),
         group_dim,
+        min_advantage_std,
+        return_stats,
     )
 
 
@@ -88,7 +114,9 @@ def spo_actor_loss(
     log_ratio_clamp: LogRatioClamp = None,
     group_dim: int = -2,
     asymmetric: bool = False,
-) -> th.Tensor:
+    min_advantage_std: float | None = None,
+    return_stats: bool = False,
+) -> ActorLossResult:
     """
     Simple Policy Optimization (Xie et al. 2025): ``-(r A - |A| (r - 1)^2 / (2 eps))``.
 
@@ -96,8 +124,8 @@ def spo_actor_loss(
     pulls the ratio back towards ``[1 - low, 1 + high]``. ``eps`` is ``high`` where ``r >= 1`` and ``low`` below.
 
     :param asymmetric: where ``A > 0`` use PPO's clipped surrogate instead (SPO only for negative advantages)
-    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), as
-        :func:`ppo_actor_loss`
+    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), and
+        ``(loss, stats)`` with ``return_stats``, as :func:`ppo_actor_loss`
 
     The other parameters are those of :func:`ppo_actor_loss`.
     """
@@ -113,7 +141,7 @@ def spo_actor_loss(
         return spo
 
     return _actor_loss(
-        surrogate,
+        _surrogate_loss(surrogate, dual_clip, dual_clip_threshold),
         action_log_probs,
         old_action_log_probs,
         advantages,
@@ -121,10 +149,90 @@ def spo_actor_loss(
         normalize_advantages,
         delightful,
         delight_temp,
-        dual_clip,
-        dual_clip_threshold,
-        log_ratio_clamp,
+        _log_ratio_bounds(log_ratio_clamp),
         group_dim,
+        min_advantage_std,
+        return_stats,
+    )
+
+
+def hpo_actor_loss(
+    action_log_probs: th.Tensor,
+    old_action_log_probs: th.Tensor,
+    advantages: th.Tensor,
+    eps_clip: float | tuple[float, float] = 0.2,
+    mask: th.Tensor | None = None,
+    normalize_advantages: bool = False,
+    delightful: bool = False,
+    delight_temp: float = 1.0,
+    log_ratio_clamp: LogRatioClamp = None,
+    advantage_clip: float | tuple[float, float] = 2.0,
+    group_dim: int = -2,
+    min_advantage_std: float | None = 1e-6,
+    return_stats: bool = False,
+) -> ActorLossResult:
+    """
+    HPO: a Huber loss that pulls the log-ratio towards a fixed target, weighted by ``|A|``. After Target Policy
+    Optimization (Kaddour 2026, arXiv:2604.06159), which fits the policy to a fixed target ``q ∝ p_old exp(u)``
+    instead of following the policy gradient; here each sample's target is a log-ratio::
+
+        eps = high where A >= 0 else low
+        e = log(r) - eps * clamp(A, -c_low, c_high)
+        loss = |A| * (e^2 / (2 eps) if |e| < eps else |e| - eps / 2)
+
+    Its gradient in the log-ratio, ``|A| * clamp(e / eps, -1, 1)``, is 0 at the target and points back to it from
+    either side, so more epochs do not push the ratio further; far from the target it is bounded by ``|A|``.
+
+    :param eps_clip: the clip range ``eps``, a float or a ``(low, high)`` pair (``high`` for ``A >= 0``), > 0
+    :param log_ratio_clamp: straight-through clamp of ``logp - old_logp``: the forward value is clamped to ``(low,
+        high)`` (a float ``c`` means ``(-c, c)``), the gradient is the unclamped log-ratio's, so a ratio beyond the
+        clamp is still pulled back. It must contain ``(-2 max(eps), 2 max(eps))``, else a ``ValueError``
+    :param advantage_clip: ``c`` of the target ``eps * clamp(A, -c_low, c_high)``, a float or a ``(c_low, c_high)``
+        pair, >= 0; the weight ``|A|`` is not clipped
+    :param min_advantage_std: as :func:`ppo_actor_loss`, but on by default (1e-6): a minibatch of constant advantages
+        gives a zero loss
+    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), and
+        ``(loss, stats)`` with ``return_stats``, as :func:`ppo_actor_loss`
+
+    The other parameters (dual clip excepted: the Huber loss is already bounded by ``|A| |e|``) are those of
+    :func:`ppo_actor_loss`; the delightful gate and the normalization change ``A`` before the target is formed.
+    """
+    low, high = clip_bounds(eps_clip)
+    if low <= 0 or high <= 0:
+        raise ValueError(f"eps_clip must be > 0 for HPO (its Huber loss divides by it), got {eps_clip!r}")
+    c_low, c_high = clip_bounds(advantage_clip, "advantage_clip")
+    if c_low < 0 or c_high < 0:
+        raise ValueError(f"advantage_clip must be >= 0 (the target is eps * clamp(A, -c_low, c_high)), got {advantage_clip!r}")
+    bounds = _log_ratio_bounds(log_ratio_clamp)
+    reach = 2 * max(low, high)
+    if bounds is not None and (bounds[0] > -reach or bounds[1] < reach):
+        raise ValueError(
+            f"log_ratio_clamp {log_ratio_clamp!r} must contain (-{reach:g}, {reach:g}), twice the largest eps_clip: "
+            "a tighter clamp hides the targets eps * clamp(A) from the log-ratio"
+        )
+
+    def elementwise(log_ratio: th.Tensor, adv: th.Tensor) -> th.Tensor:
+        # the side's clip range, exact in the compute dtype: high where A >= 0, low elsewhere
+        eps = th.full_like(adv, low).masked_fill_(adv >= 0, high)
+        error = log_ratio - eps * adv.clamp(-c_low, c_high)
+        abs_error = error.abs()
+        huber = th.where(abs_error < eps, error.square() / (2 * eps), abs_error - eps / 2)
+        return adv.abs() * huber
+
+    return _actor_loss(
+        elementwise,
+        action_log_probs,
+        old_action_log_probs,
+        advantages,
+        mask,
+        normalize_advantages,
+        delightful,
+        delight_temp,
+        bounds,
+        group_dim,
+        min_advantage_std,
+        return_stats,
+        straight_through=True,
     )
 
 
@@ -133,8 +241,34 @@ def _clipped_surrogate(ratio: th.Tensor, adv: th.Tensor, low: float, high: float
     return th.min(ratio * adv, th.clamp(ratio, 1 - low, 1 + high) * adv)
 
 
+def _surrogate_loss(
+    surrogate: Callable[[th.Tensor, th.Tensor], th.Tensor], dual_clip: bool, dual_clip_threshold: float
+) -> Callable[[th.Tensor, th.Tensor], th.Tensor]:
+    """``(log_ratio, A) -> -surrogate(exp(log_ratio), A)``, dual-clipped where asked (Ye et al. 2020)."""
+    if dual_clip_threshold <= 1:
+        raise ValueError(f"dual_clip_threshold must be > 1, got {dual_clip_threshold}")
+
+    def elementwise(log_ratio: th.Tensor, adv: th.Tensor) -> th.Tensor:
+        surr = surrogate(th.exp(log_ratio), adv)
+        if dual_clip:
+            # for A < 0 the loss is bounded by -c * A however large the ratio grows
+            surr = th.where(adv < 0, th.max(surr, dual_clip_threshold * adv), surr)
+        return -surr
+
+    return elementwise
+
+
+def _log_ratio_bounds(log_ratio_clamp: LogRatioClamp) -> tuple[float, float] | None:
+    """``log_ratio_clamp`` as ``(low, high)``: a number ``c`` is ``(-c, c)``, None stays None."""
+    if log_ratio_clamp is None:
+        return None
+    if isinstance(log_ratio_clamp, (int, float)):
+        return -float(log_ratio_clamp), float(log_ratio_clamp)
+    return clip_bounds(log_ratio_clamp, "log_ratio_clamp")
+
+
 def _actor_loss(
-    surrogate: Callable[[th.Tensor, th.Tensor], th.Tensor],
+    elementwise: Callable[[th.Tensor, th.Tensor], th.Tensor],
     action_log_probs: th.Tensor,
     old_action_log_probs: th.Tensor,
     advantages: th.Tensor,
@@ -142,12 +276,16 @@ def _actor_loss(
     normalize_advantages: bool,
     delightful: bool,
     delight_temp: float,
-    dual_clip: bool,
-    dual_clip_threshold: float,
-    log_ratio_clamp: LogRatioClamp,
+    log_ratio_bounds: tuple[float, float] | None,
     group_dim: int,
-) -> th.Tensor:
-    """The steps both actor losses share: checks, float32 or wider, normalization, gate, ratio, dual clip, reduction."""
+    min_advantage_std: float | None,
+    return_stats: bool,
+    straight_through: bool = False,
+) -> ActorLossResult:
+    """
+    The steps every actor loss shares: checks, float32 or wider, statistics, normalization, gate, log-ratio and its
+    clamp, the elementwise loss ``elementwise(log_ratio, A)``, the skip of degenerate advantages, reduction.
+    """
     if advantages.ndim > action_log_probs.ndim:
         raise ValueError(
             f"advantages has shape {tuple(advantages.shape)}, with more dims than action_log_probs "
@@ -155,11 +293,11 @@ def _actor_loss(
             "(combine_grouped_advantages, or calc_gae(..., weights=...))"
         )
     check_same_shape("action_log_probs", action_log_probs, old_action_log_probs=old_action_log_probs, advantages=advantages)
-    if dual_clip_threshold <= 1:
-        raise ValueError(f"dual_clip_threshold must be > 1, got {dual_clip_threshold}")
     if mask is not None:
         mask = expand_mask_for_groups(mask, action_log_probs, group_dim)
         check_broadcastable("mask", mask, action_log_probs.shape)
+    if min_advantage_std is not None and not min_advantage_std >= 0:
+        raise ValueError(f"min_advantage_std must be None or >= 0, got {min_advantage_std!r}")
 
     dtype = _compute_dtype(action_log_probs, old_action_log_probs, advantages)
     device_type = action_log_probs.device.type
@@ -170,22 +308,28 @@ def _actor_loss(
             keep = (mask != 0).expand_as(logp)
             zero = th.zeros((), dtype=dtype, device=logp.device)
             logp, old_logp, adv = (th.where(keep, x, zero) for x in (logp, old_logp, adv))
+        need_stats = normalize_advantages or return_stats or min_advantage_std is not None
+        # (1 ...) each: the masked mean and population variance over all valid entries, groups pooled
+        mean, var = masked_moments(adv, mask) if need_stats else (None, None)
         if normalize_advantages:
-            adv = masked_zscore(adv, mask)
+            adv = zscore_with(adv, mean, var, mask)
         if delightful:
             # Osband 2026: weight each sample by how surprising (low logp) and how good (high A) it is
             adv = adv * th.sigmoid(-logp * adv / delight_temp).detach()
         log_ratio = logp - old_logp
-        if log_ratio_clamp is not None:
-            low, high = (-log_ratio_clamp, log_ratio_clamp) if isinstance(log_ratio_clamp, (int, float)) else log_ratio_clamp
-            log_ratio = log_ratio.clamp(low, high)
-        ratio = th.exp(log_ratio)
-        surr = surrogate(ratio, adv)
-        if dual_clip:
-            # Ye et al. 2020: for A < 0 the loss is bounded by -c * A however large the ratio grows
-            surr = th.where(adv < 0, th.max(surr, dual_clip_threshold * adv), surr)
-        loss = -surr
-        return loss if mask is None else masked_mean(loss, mask)
+        if log_ratio_bounds is not None:
+            clamped = log_ratio.clamp(*log_ratio_bounds)
+            # straight-through: the forward value is exactly the clamped one (x - x is 0), the gradient is 1 everywhere
+            log_ratio = clamped.detach() + (log_ratio - log_ratio.detach()) if straight_through else clamped
+        loss = elementwise(log_ratio, adv)
+        loss = loss if mask is None else masked_mean(loss, mask)
+        if min_advantage_std is not None:
+            # DAPO (Yu et al. 2025): constant advantages carry no signal; x 0 keeps the loss and its graph
+            # (a NaN variance is not <= s**2: NaN advantages are not hidden)
+            loss = loss * (~(var.reshape(()) <= min_advantage_std**2)).to(dtype)
+        if not return_stats:
+            return loss
+        return loss, AdvantageStats(mean.detach().reshape(()), var.detach().reshape(()))
 
 
 def _compute_dtype(*inputs: th.Tensor) -> th.dtype:

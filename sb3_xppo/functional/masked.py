@@ -72,10 +72,38 @@ def masked_zscore(
     :param eps: added to the variance
     :return: the normalized tensor, same shape as ``x``
     """
+    mean, var = masked_moments(x, mask, dim=dim, eps=eps)
+    return zscore_with(x, mean, var, mask, eps=eps)
+
+
+def masked_moments(
+    x: th.Tensor, mask: th.Tensor | None = None, dim: int | tuple[int, ...] | None = None, eps: float = EPS
+) -> tuple[th.Tensor, th.Tensor]:
+    """
+    The masked mean and population (biased) variance that :func:`masked_zscore` uses, with the reduced dims kept.
+
+    :param x: values
+    :param mask: bool or float mask broadcastable to ``x``; ``None`` uses every entry
+    :param dim: dimension(s) the statistics are taken over, all by default
+    :param eps: lower bound of the total weight (see :func:`masked_mean`)
+    :return: ``(mean, var)``, each of ``x``'s shape with size 1 along the reduced dims
+    """
     mean = masked_mean(x, mask, dim=dim, keepdim=True, eps=eps)
-    centered = x - mean
-    var = masked_mean(centered.square(), mask, dim=dim, keepdim=True, eps=eps)
-    z = centered * th.rsqrt(var + eps)
+    var = masked_mean((x - mean).square(), mask, dim=dim, keepdim=True, eps=eps)
+    return mean, var
+
+
+def zscore_with(x: th.Tensor, mean: th.Tensor, var: th.Tensor, mask: th.Tensor | None = None, eps: float = EPS) -> th.Tensor:
+    """
+    ``(x - mean) / sqrt(var + eps)``, masked-out entries set to 0: the z-score of given statistics.
+
+    :param x: values
+    :param mean: mean broadcastable to ``x`` (from :func:`masked_moments`)
+    :param var: population variance broadcastable to ``x``
+    :param mask: bool or float mask broadcastable to ``x``; ``None`` keeps every entry
+    :param eps: added to the variance
+    """
+    z = (x - mean) * th.rsqrt(var + eps)
     return z if mask is None else _apply_mask(z, mask != 0)
 
 

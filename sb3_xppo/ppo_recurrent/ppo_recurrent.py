@@ -71,6 +71,8 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
         delightful: bool = False,
         delight_temp: float = 1.0,
         log_ratio_clamp: float | tuple[float, float] | None = None,
+        min_advantage_std: float | None = None,
+        adaptive_kl: float | dict[str, float] | None = None,
         reward_groups: int | Sequence[str] | None = None,
         group_weights: Sequence[float] | None = None,
         group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",

@@ -8,10 +8,11 @@ to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"`` and 
 Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
 unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for one thing rl-zoo3 cannot
 do: give a maskable model its env's action masks when it evaluates or watches it
-(:func:`~sb3_xppo.zoo.masked_evaluation`).
+(:func:`~sb3_xppo.zoo.masked_evaluation`), and build its envs with the lean vector env (``--vec-env lean``,
+:func:`~sb3_xppo.zoo.zoo_vec_env`).
 
 One module per job (``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
-``env_wrappers``, ``runs``, ``argv``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is the path
+``env_wrappers``, ``runs``, ``argv``, ``vec_envs``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is the path
 configs and code use (``env_wrapper: sb3_xppo.zoo.linear_reward``).
 
 Only the command-line entry points import this package: it imports rl-zoo3 and optuna, which the
@@ -46,6 +47,7 @@ from sb3_xppo.zoo.search_space import (
     sample_xppo_params,
 )
 from sb3_xppo.zoo.storage import prepare_storage
+from sb3_xppo.zoo.vec_envs import DEFAULT_VEC_ENV, VEC_ENV_CHOICES, split_vec_env_arg, zoo_vec_env
 
 __all__ = [
     "ACTOR_LOSSES",
@@ -56,11 +58,13 @@ __all__ = [
     "CURVE_FILENAME",
     "DEFAULT_ENV",
     "DEFAULT_ENVS",
+    "DEFAULT_VEC_ENV",
     "DUAL_CLIP_THRESHOLDS",
     "LSTM_ALGO_NAME",
     "MASK_ALGO_NAME",
     "NORMALIZE_ADVANTAGE",
     "VALUE_LOSSES",
+    "VEC_ENV_CHOICES",
     "XPPO_SEARCH_KEYS",
     "add_xppo_choices",
     "convert_xppo_params",
@@ -74,5 +78,7 @@ __all__ = [
     "run_with_argv",
     "sample_xppo_lstm_params",
     "sample_xppo_params",
+    "split_vec_env_arg",
     "summarize_evaluations",
+    "zoo_vec_env",
 ]

@@ -12,23 +12,39 @@ if TYPE_CHECKING:
     import optuna
 
 # XPPO's own search space, sampled on top of rl-zoo3's PPO space (the names are optuna parameter names).
-ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo")
+ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
 VALUE_LOSSES = ("mse", "sb3", "clipped", "improved")
 NORMALIZE_ADVANTAGE = {"minibatch": "minibatch", "rollout": "rollout", "off": False}
 DUAL_CLIP_THRESHOLDS = (None, 2.0, 3.0, 5.0)
 CLIP_RANGE_VF = (0.1, 0.2, 0.5, 1.0)
-XPPO_SEARCH_KEYS = ("actor_loss", "value_loss", "clip_range_vf", "dual_clip", "delightful", "normalize_advantage")
+#: None: the actor loss's own default (1e-6 for HPO, no skipping for the others)
+MIN_ADVANTAGE_STD = (None, 1e-6, 1e-3)
+#: None: the learning rate is rl-zoo3's drawn one throughout; a float: the KL target of the KL-adaptive learning rate,
+#: which starts from the drawn one (rsl_rl's target is 0.01, rl_games' and Sample Factory's 0.008)
+ADAPTIVE_KL_TARGETS = (None, 0.005, 0.01, 0.02)
+XPPO_SEARCH_KEYS = (
+    "actor_loss",
+    "value_loss",
+    "clip_range_vf",
+    "dual_clip",
+    "delightful",
+    "normalize_advantage",
+    "min_advantage_std",
+    "adaptive_kl",
+)
 
 
 def add_xppo_choices(trial: optuna.Trial, hyperparams: dict[str, Any]) -> dict[str, Any]:
     """
     Draw XPPO's loss choices in an optuna trial and add them to the keywords a PPO-family sampler drew.
 
-    Every trial draws the actor loss (PPO clip, Schulman et al. 2017; SPO, Xie et al. 2025; asymmetric SPO), the
-    value loss (plain MSE, SB3's clipping, the max-form clipping of Schulman et al. 2017, improved clipping of
-    Lee & Chung 2024) with its ``clip_range_vf``, dual clipping (Ye et al. 2020; used with the clip loss only), the
-    delightful gate (Osband 2026) and where advantages are normalized. All of them are drawn in every trial (no
-    conditional parameters), so that rl-zoo3's multivariate TPE sampler models them jointly.
+    Every trial draws the actor loss (PPO clip, Schulman et al. 2017; SPO, Xie et al. 2025; asymmetric SPO; HPO,
+    after Kaddour 2026), the skipping of minibatches without advantage signal (``min_advantage_std``, DAPO's dynamic
+    sampling, Yu et al. 2025), the KL-adaptive learning rate's target (``adaptive_kl``, rsl_rl's rule, Rudin et al.
+    2022; None: off), the value loss (plain MSE, SB3's clipping, the max-form clipping of Schulman et al.
+    2017, improved clipping of Lee & Chung 2024) with its ``clip_range_vf``, dual clipping (Ye et al. 2020; used
+    with the clip loss only), the delightful gate (Osband 2026) and where advantages are normalized. All of them are
+    drawn in every trial (no conditional parameters), so that rl-zoo3's multivariate TPE sampler models them jointly.
 
     :param trial: the optuna trial
     :param hyperparams: the keywords drawn by a sampler of rl-zoo3's for the parent algorithm (PPO, RecurrentPPO)
@@ -41,6 +57,8 @@ def add_xppo_choices(trial: optuna.Trial, hyperparams: dict[str, Any]) -> dict[s
         "dual_clip": trial.suggest_categorical("dual_clip", DUAL_CLIP_THRESHOLDS),
         "delightful": trial.suggest_categorical("delightful", (False, True)),
         "normalize_advantage": trial.suggest_categorical("normalize_advantage", tuple(NORMALIZE_ADVANTAGE)),
+        "min_advantage_std": trial.suggest_categorical("min_advantage_std", MIN_ADVANTAGE_STD),
+        "adaptive_kl": trial.suggest_categorical("adaptive_kl", ADAPTIVE_KL_TARGETS),
     }
     hyperparams.update(_convert_xppo_choices(sampled))
     return hyperparams
@@ -109,9 +127,11 @@ def _convert_xppo_choices(sampled: dict[str, Any]) -> dict[str, Any]:
     if "normalize_advantage" in hyperparams:
         hyperparams["normalize_advantage"] = NORMALIZE_ADVANTAGE[hyperparams["normalize_advantage"]]
     if hyperparams.get("value_loss") == "mse":
-        # plain MSE does not clip: the sampled clip range would be unused
-        hyperparams["clip_range_vf"] = None
+        # plain MSE does not clip: the sampled clip range is dropped (left out, not None, which rl-zoo3's parsing of a
+        # stored trial refuses; an entry's own clip_range_vf is ignored by 'mse', with a warning)
+        hyperparams.pop("clip_range_vf", None)
     if hyperparams.get("actor_loss", "clip") != "clip":
-        # XPPO refuses dual clipping with SPO (it removes SPO's restoring gradient): the drawn threshold is dropped
+        # XPPO refuses dual clipping with SPO and HPO (it removes their restoring gradient): the drawn threshold is
+        # dropped
         hyperparams["dual_clip"] = None
     return hyperparams
