@@ -33,6 +33,8 @@ setup(
             "pytest-timeout",
             "mo-gymnasium>=1.3",
             "ruff>=0.5",
+            # tests/test_beta.py checks the Beta distribution against scipy.stats
+            "scipy",
         ],
         "extra": [
             "rl-zoo3>=2.9,<3.0",

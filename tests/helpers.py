@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 import shlex
@@ -277,3 +278,19 @@ def _outside_fences(text: str) -> list[str]:
 
 def _headings(text: str) -> list[str]:
     return [m.group(2) for m in map(HEADING.match, _outside_fences(text)) if m]
+
+
+def zoo_model(algo: str, env_id: str, folder: Path, config: str | Path, **kwargs: Any) -> tuple[Any, Any]:
+    """
+    The model rl-zoo3's ``ExperimentManager`` builds for ``env_id`` from ``config`` (no evaluation, seed 0, CPU), as
+    ``python -m sb3_xppo.train`` would.
+
+    :return: ``(model, manager)``
+    """
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    options = dict(eval_freq=-1, seed=0, device="cpu", verbose=0, **kwargs)
+    manager = ExperimentManager(argparse.Namespace(), algo, env_id, str(folder / "logs"), config=str(config), **options)
+    model, _ = manager.setup_experiment()
+    return model, manager

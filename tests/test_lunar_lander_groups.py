@@ -7,7 +7,6 @@ LunarLander-v3's on the steps that end an episode, and only there).
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ import numpy as np
 import pytest
 from gymnasium.envs.box2d.lunar_lander import LunarLander, heuristic
 from gymnasium.wrappers import TransformReward
+from helpers import zoo_model
 from mo_gymnasium.wrappers import LinearReward
-from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -223,18 +222,7 @@ def test_multi_critic_xppo_learns_on_it() -> None:
 
 def test_zoo_entry_builds_a_multi_critic_xppo(tmp_path: Path) -> None:
     zoo.register()
-    manager = ExperimentManager(
-        argparse.Namespace(),
-        "xppo",
-        LUNAR_LANDER_GROUPS_ID,
-        str(tmp_path / "logs"),
-        eval_freq=-1,
-        config=str(zoo.CONFIG_PATH),
-        seed=0,
-        device="cpu",
-        verbose=0,
-    )
-    model, _ = manager.setup_experiment()
+    model, _ = zoo_model("xppo", LUNAR_LANDER_GROUPS_ID, tmp_path, zoo.CONFIG_PATH)
     assert type(model) is XPPO and model.n_envs == 16
     assert list(model.reward_groups) == list(LUNAR_LANDER_GROUP_NAMES)
     assert list(model.group_weights) == list(LUNAR_LANDER_GROUP_WEIGHTS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import optuna
 import pytest
 import rl_zoo3
 import yaml
+from helpers import zoo_model
 from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3 import PPO
 from stable_baselines3.common.monitor import Monitor
@@ -141,18 +141,7 @@ def test_every_config_entry_builds_an_xppo_through_rl_zoo3(env_id: str, tmp_path
     zoo.register()
     config = load_config()
     entry = config.get(env_id, config["default"])  # MountainCar-v0 has no entry: rl-zoo3 uses 'default'
-    manager = ExperimentManager(
-        argparse.Namespace(),
-        "xppo",
-        env_id,
-        str(tmp_path / "logs"),
-        eval_freq=-1,
-        config=str(zoo.CONFIG_PATH),
-        seed=0,
-        device="cpu",
-        verbose=0,
-    )
-    model, _ = manager.setup_experiment()
+    model, manager = zoo_model("xppo", env_id, tmp_path, zoo.CONFIG_PATH)
     assert type(model) is XPPO
     assert manager.n_timesteps == int(entry["n_timesteps"])
     assert model.n_envs == entry.get("n_envs", 1)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch as th
 
+from sb3_xppo.common.minibatch_stats import minibatch_means
+
 #: the rule's parameters and their defaults (rsl_rl's: ``desired_kl=0.01``, the factor 1.5, lr in [1e-5, 1e-2])
 ADAPTIVE_KL_DEFAULTS: dict[str, float] = {"target": 0.01, "factor": 1.5, "lr_min": 1e-5, "lr_max": 1e-2}
 
@@ -51,20 +53,10 @@ def mean_approx_kl(log_ratios: Sequence[th.Tensor], valid: Sequence[th.Tensor | 
     :param valid: each minibatch's valid samples (None: all)
     :return: the mean approximate KL
     """
-    sizes = np.array([len(x) for x in log_ratios])
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     with th.no_grad():
         log_ratio = th.cat(list(log_ratios))
         kl = (th.exp(log_ratio) - 1) - log_ratio
-        if any(v is not None for v in valid):
-            weights = th.cat([th.ones_like(x) if v is None else v.to(x.dtype) for x, v in zip(log_ratios, valid, strict=True)])
-            # a padded sample's ratio may be anything, even NaN: th.where leaves it out
-            kl = th.where(weights > 0, kl, 0)
-            counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
-        else:
-            counts = sizes.astype(np.float64)
-        values = kl.cpu().numpy().astype(np.float64)
-    return float((np.add.reduceat(values, starts) / np.maximum(counts, 1)).mean())
+    return float(minibatch_means(kl[None], [len(x) for x in log_ratios], valid)[0].mean())
 
 
 def starting_learning_rate(current: float | None, lr_schedule: Callable[[float], float], rule: Mapping[str, float]) -> float:

@@ -6,6 +6,7 @@ import numpy as np
 import torch as th
 
 from sb3_xppo.common.finite import non_finite_error
+from sb3_xppo.common.minibatch_stats import minibatch_means
 
 #: What train() checks for non-finite values after its epochs, per minibatch that took an optimizer step
 CHECKED_TERMS = ("policy loss", "value loss", "entropy loss", "total loss (after the loss hooks)", "gradient norm")
@@ -108,8 +109,6 @@ def minibatch_ratio_statistics(
         of *all* the minibatch's samples where the dual bound ``c * A`` is the active term of the clip loss: ``A < 0``
         and ``r > c``) and ``ratio_deviation`` (``mean |r - 1|``)
     """
-    sizes = np.array([len(x) for x in log_ratios])
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     with th.no_grad():
         log_ratio = th.cat(log_ratios)
         ratio = th.exp(log_ratio)
@@ -128,15 +127,6 @@ def minibatch_ratio_statistics(
             "ratio_deviation": deviation.abs(),
         }
         table = th.stack(list(columns.values()))
-        if valid is not None and any(v is not None for v in valid):
-            weights = th.cat([th.ones_like(x) if v is None else v.to(x.dtype) for x, v in zip(log_ratios, valid, strict=True)])
-            # A padded sample's ratio may be anything: it is left out (th.where, so that even a NaN there stays out)
-            table = th.where(weights > 0, table, 0)
-            counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
-        else:
-            counts = sizes.astype(np.float64)
-        values = table.cpu().numpy().astype(np.float64)
-    # np.add.reduceat sums each minibatch's slice of every column at once
-    stats = dict(zip(columns, np.add.reduceat(values, starts, axis=1) / np.maximum(counts, 1), strict=True))
+    stats = dict(zip(columns, minibatch_means(table, [len(x) for x in log_ratios], valid), strict=True))
     stats["clip_fraction"] = stats["clip_fraction_low"] + stats["clip_fraction_high"]
     return stats
