@@ -45,6 +45,16 @@ def sigmoid(x):
     return 1 / (1 + math.exp(-x))
 
 
+def gated_log_ratio(lp, olp, a, delightful, temp, clamp):
+    """One sample's advantage after the delightful gate, and its log-ratio clamped to ``clamp`` (None: not clamped)."""
+    if delightful:
+        a = a * sigmoid(-lp * a / temp)
+    log_ratio = lp - olp
+    if clamp is not None:
+        log_ratio = min(max(log_ratio, clamp[0]), clamp[1])
+    return a, log_ratio
+
+
 def actor_loss_loop(
     logp,
     old_logp,
@@ -65,11 +75,7 @@ def actor_loss_loop(
         adv = zscore_loop(adv, [1.0] * len(adv))
     out = []
     for lp, olp, a in zip(logp, old_logp, adv):
-        if delightful:
-            a = a * sigmoid(-lp * a / temp)
-        log_ratio = lp - olp
-        if log_ratio_clamp is not None:
-            log_ratio = min(max(log_ratio, log_ratio_clamp[0]), log_ratio_clamp[1])
+        a, log_ratio = gated_log_ratio(lp, olp, a, delightful, temp, log_ratio_clamp)
         r = math.exp(log_ratio)
         clipped = min(r * a, min(max(r, 1 - low), 1 + high) * a)
         if kind == "ppo" or (asymmetric and a > 0):
@@ -182,11 +188,7 @@ def hpo_loss_loop(
         adv = zscore_loop(adv, [1.0] * len(adv))
     out = []
     for lp, olp, a in zip(logp, old_logp, adv):
-        if delightful:
-            a = a * sigmoid(-lp * a / temp)
-        log_ratio = lp - olp
-        if clamp is not None:
-            log_ratio = min(max(log_ratio, clamp[0]), clamp[1])
+        a, log_ratio = gated_log_ratio(lp, olp, a, delightful, temp, clamp)
         eps = high if a >= 0 else low
         e = log_ratio - eps * min(max(a, -c_low), c_high)
         huber = e * e / (2 * eps) if abs(e) < eps else abs(e) - eps / 2
