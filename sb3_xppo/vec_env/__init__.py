@@ -7,14 +7,23 @@ env) in a :class:`LeanVecEnv`; ``python -m sb3_xppo.train`` builds its envs with
 Layer 1: imports nothing else of the package.
 """
 
-from sb3_xppo.vec_env.backends import PLANNED_BACKENDS, VEC_ENV_CLASSES, check_backend, make_vec_env
+from sb3_xppo.vec_env.backends import (
+    BACKEND_BUILDERS,
+    PLANNED_BACKENDS,
+    VEC_ENV_CLASSES,
+    BackendBuilder,
+    check_backend,
+    make_vec_env,
+)
 from sb3_xppo.vec_env.lean import IMMUTABLE_INFO_TYPES, PASS_THROUGH_STEPS, EnvStack, LeanVecEnv, fresh_info
 
 __all__ = [
+    "BACKEND_BUILDERS",
     "IMMUTABLE_INFO_TYPES",
     "PASS_THROUGH_STEPS",
     "PLANNED_BACKENDS",
     "VEC_ENV_CLASSES",
+    "BackendBuilder",
     "EnvStack",
     "LeanVecEnv",
     "check_backend",
