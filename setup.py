@@ -50,7 +50,12 @@ setup(
             "moviepy",
             # rl-zoo3's enjoy imports requests (through rl_zoo3.load_from_hub) without declaring it
             "requests",
+            # the EnvPool backend (make_vec_env(backend="envpool"), --vec-env envpool); 1.2.5 is the release tested
+            # (gymnasium 1.x, NumPy 2, LunarLander-v3 and the MuJoCo v5 tasks, per-env seeds); ~0.7 GB with its assets
+            "envpool>=1.2.5,<2.0",
         ],
+        # RayVecEnv (make_vec_env(backend="ray"), --vec-env ray): the envs in Ray actors on a cluster's nodes
+        "ray": ["ray>=2.40,<3"],
         # the documentation: sphinx-build -W --keep-going -b html docs docs/_build/html
         "docs": [
             "sphinx>=7.0",

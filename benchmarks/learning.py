@@ -24,7 +24,10 @@ seeds for every contender, in one run.
     tuning, whose winner is then compared again on fresh seeds. The env keys of an entry (``normalize``, ``n_envs``,
     ``frame_stack``, wrappers) replace the yml's before rl-zoo3 reads it, so
     ``@normalize={'norm_obs':False,'norm_reward':True}`` wraps the envs in ``VecNormalize`` as the zoo would,
-    and a quoted schedule (``@learning_rate='lin_3e-4'``) becomes rl-zoo3's linear schedule;
+    and a quoted schedule (``@learning_rate='lin_3e-4'``) becomes rl-zoo3's linear schedule; ``@vec_env='envpool'``
+    trains on the VecEnv of that name (``python -m sb3_xppo.train``'s ``--vec-env`` choices; rl-zoo3's
+    ``DummyVecEnv`` without it), e.g. ``ppo@vec_env='envpool'`` against ``ppo`` for EnvPool's learning equivalence,
+    and evaluates on gymnasium's env as every contender does;
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
@@ -50,14 +53,15 @@ seeds for every contender, in one run.
   differs is stale and left out (``--stale rerun`` runs it again), one made before fingerprints existed is
   unverified (``--unverified include``, the default, keeps it and the report says how many). A bit-exact change
   keeps every fingerprint, so it costs no reruns.
-- **Outputs**: ``<out-dir>/learning_<name>.json`` (every run and the summary), ``learning_<name>.png`` (eval curves,
-  mean and min-max band over seeds) and ``learning_<name>.md`` (the table), from the finished runs among those
-  asked for.
+- **Outputs**: the campaign's folder ``<out-dir>/<name>/``: ``report.json`` (its question, command, provenance, the
+  summary, and the runs it cites, named by env, contender, seed, cache key and file, not copied), ``report.md`` (the
+  tables) and ``plot.png`` (eval curves, mean and min-max band over seeds, two panels a row), from the finished runs
+  among those asked for. ``benchmarks/render_docs.py`` renders the pages' tables from the ``report.json`` files.
 - **Workers**: ``--workers N`` runs N trainings at once in a process pool, one torch thread each.
 
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
                                      [--budget-scale 1.0] [--workers 1] [--time-limit MINUTES] [--name NAME]
-                                     [--report-only] [--readme docs/guide/benchmarks.md] [--quick]
+                                     [--question TEXT] [--report-only] [--quick]
                                      [--stale exclude|rerun] [--unverified include|exclude]
        (--quick: CartPole-v1, 5k steps, one seed, ppo vs xppo: a smoke test of well under a minute)
 """
@@ -97,7 +101,8 @@ from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from sb3_xppo import XPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
-from sb3_xppo.zoo import CONFIG_PATH
+from sb3_xppo.zoo import CONFIG_PATH, VEC_ENV_CHOICES
+from sb3_xppo.zoo.vec_envs import ZOO_VEC_ENV_CLASSES
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
@@ -141,6 +146,9 @@ IMPROVEMENTS = (
 POLICY_OPTIONS = ("rpo_alpha", "simba", "simba_activation", "hl_gauss", "action_dist")
 # a string override of these ('lin_3e-4') is an rl-zoo3 schedule: it goes into the entry too, for rl-zoo3 to build
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
+#: the override naming the training VecEnv (``@vec_env='envpool'``), one of ``sb3_xppo.zoo.VEC_ENV_CHOICES``; like
+#: every override, part of the cache key only when given
+VEC_ENV_OVERRIDE = "vec_env"
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,8 @@ def parse_contender(name: str) -> Contender:
             contender.kwargs[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError) as error:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
+        if key == VEC_ENV_OVERRIDE and contender.kwargs[key] not in VEC_ENV_CHOICES:
+            raise ValueError(f"bad override {override!r} in {name!r}: {key} is one of {VEC_ENV_CHOICES}")
         if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):
             raise ValueError(f"bad override {override!r} in {name!r}: a string {key} is an rl-zoo3 schedule, 'lin_<number>'")
     return replace(contender, name=name)
@@ -325,6 +335,7 @@ def zoo_setup(
     log_folder: str,
     entry_overrides: dict[str, Any] | None = None,
     config: str | None = None,
+    vec_env: str | None = None,
 ) -> tuple[dict[str, Any], VecEnv, VecEnv, list[BaseCallback], dict[str, Any]]:
     """
     rl-zoo3's tuned PPO hyperparameters for ``env_id`` turned into objects, and the envs built the zoo's way.
@@ -334,6 +345,8 @@ def zoo_setup(
 
     :param entry_overrides: keys that replace the yml entry's before rl-zoo3 reads it (``normalize``, ``n_envs``...)
     :param config: the yml to read the entry from, rl-zoo3's ``ppo.yml`` when None
+    :param vec_env: the training VecEnv's name (``sb3_xppo.zoo.VEC_ENV_CHOICES``; None: rl-zoo3's ``DummyVecEnv``);
+        the evaluation VecEnv is rl-zoo3's ``DummyVecEnv`` whatever it is
     :return: model keywords (policy included), the training VecEnv, the evaluation VecEnv (no reward
         normalization, statistics synced by ``EvalCallback``), the entry's own callbacks and the raw yml entry
     """
@@ -342,7 +355,11 @@ def zoo_setup(
         raw, saved = exp.read_hyperparameters()
         raw.update(entry_overrides or {})
         hyperparams, exp.env_wrapper, callbacks, exp.vec_env_wrapper = exp._preprocess_hyperparams(raw)
+        zoo_class = exp.vec_env_class
+        if vec_env is not None:
+            exp.vec_env_class = ZOO_VEC_ENV_CLASSES[vec_env]  # type: ignore[assignment]
         env = exp.create_envs(exp.n_envs, no_log=True)
+        exp.vec_env_class = zoo_class
         eval_env = exp.create_envs(1, eval_env=True, no_log=True)
     return hyperparams, env, eval_env, callbacks, dict(saved)
 
@@ -391,7 +408,7 @@ def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
     The key holds the configuration, not the contender's name, so a run under another name with the same key is the
     same run: ``xppo-recommended`` finds ``xppo@normalize_values=True``'s runs where the preset is that option, and a
     preset that changes finds what it now is. The task's own file is read first; the run comes back under the
-    task's name.
+    task's name, with ``file``, the path it was read from relative to ``out_dir``.
     """
     own = task.path(out_dir)
     seed_file = os.path.basename(own)
@@ -404,7 +421,7 @@ def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
         with open(path) as f:
             run = json.load(f)
         if run.get("key") == key:
-            return {**run, "contender": task.contender.name}
+            return {**run, "contender": task.contender.name, "file": os.path.relpath(path, out_dir)}
     return None
 
 
@@ -448,8 +465,9 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
     to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
     entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
+    vec_env = kwargs.pop(VEC_ENV_OVERRIDE, None)
     hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
-        task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config
+        task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config, vec_env
     )
     if kwargs.get("value_loss", "mse") in CLIPPING_VALUE_LOSSES:
         hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
@@ -633,8 +651,9 @@ def verify_runs(
 ) -> dict[str, list[dict[str, Any]]]:
     """
     The cited runs by provenance: ``current`` (the fingerprint the run recorded is its configuration's with today's
-    code, :func:`fingerprint`), ``stale`` (it is not: today's code would train differently) and ``unverified``
-    (recorded before runs had fingerprints). One fingerprint per configuration, a few seconds each.
+    code, :func:`fingerprint`), ``stale`` (it is not: today's code would train differently, or refuses the
+    configuration with a ``ValueError`` or ``TypeError``) and ``unverified`` (recorded before runs had fingerprints).
+    One fingerprint per configuration, a few seconds each.
 
     :param tasks: the report's tasks
     :param runs: their cached runs
@@ -646,8 +665,12 @@ def verify_runs(
         recorded = run.get("fingerprint")
         if recorded is None:
             status["unverified"].append(run)
-        else:
-            status["current" if recorded == fingerprint(by_key[run["key"]], build) else "stale"].append(run)
+            continue
+        try:
+            today = fingerprint(by_key[run["key"]], build)
+        except (ValueError, TypeError):  # today's code refuses the configuration: it would not train this run
+            today = None
+        status["current" if recorded == today else "stale"].append(run)
     return status
 
 
@@ -746,23 +769,40 @@ def train_cost(seconds: float | None, ppo_seconds: float | None) -> str:
     return f"{seconds:.0f}" + (f" ({seconds / ppo_seconds:.2f}x)" if ppo_seconds else "")
 
 
-def markdown(summary: dict[str, Any], name: str, command: str, provenance: str = "") -> str:
-    lines = [
-        f"# Learning benchmark `{name}`",
-        "",
-        f"Written by `{command}` from the per-run JSON in `learning_runs/`. Final: mean return of the deterministic "
-        "evaluation episodes after training, per seed; IQM over seeds with its 95% stratified-bootstrap CI (rliable). "
-        "Reached: seeds whose mean eval return reached the threshold; steps: median over those seeds of the first "
-        "evaluation at or above it. Curve: mean eval return over the run (area under the curve / budget), IQM over "
-        "seeds with its 95% CI. "
-        "Wall: mean seconds of `learn()` per run, and of its `train()` calls with their ratio to PPO's (one torch "
-        "thread; the machine was shared, so compare within a row block, loosely; '-' for runs cached before `train()` "
-        "was timed). Same seeds for every contender; `ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` "
-        "XPPO with its own entry in zoo_configs/xppo.yml, the other XPPO contenders add only their options and `@` "
-        "overrides to ppo.yml's entry.",
-    ]
+#: What the columns of a learning report mean (its report.md)
+COLUMNS = (
+    "Final: mean return of the deterministic evaluation episodes after training, per seed; IQM over seeds with its 95% "
+    "stratified-bootstrap CI (rliable). Reached: seeds whose mean eval return reached the threshold; steps: median "
+    "over those seeds of the first evaluation at or above it. Curve: mean eval return over the run (area under the "
+    "curve / budget), IQM over seeds with its 95% CI. Wall: mean seconds of `learn()` per run, and of its `train()` "
+    "calls with their ratio to PPO's (one torch thread, a shared machine: compare loosely; '-' where not timed). "
+    "`ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` XPPO with its entry in zoo_configs/xppo.yml, the "
+    "other XPPO contenders add their options and `@` overrides to ppo.yml's entry."
+)
+
+
+def report_header(kind: str, name: str, command: str, question: str, provenance: str) -> list[str]:
+    """
+    The opening lines of a campaign's report.md: its title, question, command and provenance.
+
+    :param kind: "Learning" or "Multi-critic"
+    :param name: the campaign
+    :param command: the command that writes the report (with ``--report-only``: from the run cache alone)
+    :param question: what the campaign asks ("" when not given)
+    :param provenance: :func:`provenance_note`'s line ("" when none)
+    """
+    lines = [f"# {kind} campaign `{name}`", ""]
+    if question:
+        lines += [f"**Question:** {question}", ""]
+    lines.append(f"**Command:** `{command}` (add `--report-only` to write this report from the run cache alone).")
     if provenance:
         lines += ["", provenance]
+    return lines
+
+
+def markdown(summary: dict[str, Any], name: str, command: str, provenance: str = "", question: str = "") -> str:
+    """The campaign's report.md: :func:`report_header`, then per env a table of every contender."""
+    lines = [*report_header("Learning", name, command, question, provenance), "", COLUMNS]
     for env_id, env_summary in summary.items():
         rows = env_summary["contenders"]
         lines += [
@@ -786,24 +826,33 @@ def markdown(summary: dict[str, Any], name: str, command: str, provenance: str =
     return "\n".join(lines) + "\n"
 
 
-def readme_block(name: str, table: str) -> str:
-    """The table of :func:`markdown` as it stands in docs/guide/benchmarks.md: no title, its env headings at level 4."""
-    body = table.split("\n", 2)[2]  # drop the title line and the blank line after it
-    body = "\n".join("#### " + line[3:] if line.startswith("## ") else line for line in body.splitlines())
-    return f"<!-- learning_{name} start: written by benchmarks/learning.py --readme -->\n{body}\n<!-- learning_{name} end -->"
+def campaign_files(out_dir: str, name: str) -> dict[str, str]:
+    """The paths of a campaign's outputs: ``<out_dir>/<name>/report.json``, ``report.md`` and ``plot.png``."""
+    folder = os.path.join(out_dir, name)
+    return {
+        kind: os.path.join(folder, file) for kind, file in (("json", "report.json"), ("md", "report.md"), ("png", "plot.png"))
+    }
 
 
-def update_readme(path: str, name: str, table: str) -> None:
-    """Replace the block of :func:`readme_block` in ``path`` (which must already hold its two markers)."""
-    with open(path) as f:
-        text = f.read()
-    start, end = f"<!-- learning_{name} start", f"<!-- learning_{name} end -->"
-    if start not in text or end not in text:
-        raise ValueError(f"{path} has no '{start} ...' / '{end}' markers to write the table between")
-    head, rest = text.split(start, 1)
-    tail = rest.split(end, 1)[1]
-    with open(path, "w") as f:
-        f.write(head + readme_block(name, table) + tail)
+def run_reference(run: dict[str, Any]) -> dict[str, Any]:
+    """A cited run as its report names it: env, contender, seed, the score it contributed, its cache key and file."""
+    return {k: run.get(k) for k in ("env", "contender", "seed", "final_mean", "key", "file")}
+
+
+def write_report(out_dir: str, name: str, report: dict[str, Any], table: str, draw: Callable[[str], None]) -> None:
+    """
+    Write a campaign's folder (:func:`campaign_files`): ``report.json`` (``report``, whose ``runs`` are named by
+    :func:`run_reference`, not copied: the run cache holds them), ``report.md`` (``table``) and ``plot.png``
+    (``draw(path)``).
+    """
+    files = campaign_files(out_dir, name)
+    os.makedirs(os.path.dirname(files["json"]), exist_ok=True)
+    with open(files["json"], "w") as f:
+        json.dump({**report, "runs": [run_reference(r) for r in report["runs"]]}, f, indent=1)
+    with open(files["md"], "w") as f:
+        f.write(table)
+    draw(files["png"])
+    print(f"wrote {files['json']}, {files['md']}, {files['png']}")
 
 
 def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[Contender], path: str) -> None:
@@ -813,9 +862,9 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[C
     import matplotlib.pyplot as plt
 
     envs = list(summary)
-    ncols = min(len(envs), 3)
+    ncols = min(len(envs), 2)  # two panels a row at most: legible at a page's width
     nrows = -(-len(envs) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.5 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, 5.0 * nrows), squeeze=False)
     for ax in axes.flat[len(envs) :]:
         ax.set_visible(False)
     colors = plt.get_cmap("tab10" if len(contenders) <= 11 else "tab20").colors
@@ -835,35 +884,45 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[C
                 ax.fill_between(steps, curves.min(0), curves.max(0), color=style["color"], alpha=0.1)
         if summary[env_id]["threshold"] is not None:
             ax.axhline(summary[env_id]["threshold"], color="gray", ls="--", lw=0.8)
-        ax.set_title(f"{env_id} ({summary[env_id]['budget']:,} steps)")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("deterministic eval return (mean" + (", min-max" if bands else "") + " over seeds)")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{env_id} ({summary[env_id]['budget']:,} steps)", fontsize=13)
+        ax.set_xlabel("environment steps", fontsize=11)
+        ax.set_ylabel("eval return (mean" + (", min-max" if bands else "") + " over seeds)", fontsize=11)
+        ax.tick_params(labelsize=10)
+        ax.legend(fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80, pil_kwargs=dict(optimize=True))  # legible at a page's width, small in the repository
     plt.close(fig)
 
 
-# flags that change when and how often runs start, never what a finished run or its report holds
-_SCHEDULING_FLAGS = ("--report-only", "--time-limit")
+# flags that change when and how often runs start, or the report's words, never what a finished run or a table holds;
+# the ones with a value
+_SCHEDULING_FLAGS = ("--report-only", "--time-limit", "--question")
+_WITH_VALUE = ("--time-limit", "--question")
+
+
+def shell_quote(arg: str) -> str:
+    """``arg`` quoted for a POSIX shell, in double quotes where it holds single quotes and nothing a shell expands there."""
+    if "'" in arg and not any(c in arg for c in '"$`\\!'):
+        return f'"{arg}"'
+    return shlex.quote(arg)
 
 
 def reproducing_command(script: str, argv: list[str]) -> str:
     """
     The command that writes the same outputs as ``argv`` from the run cache, for the report's heading.
 
-    ``--report-only`` and ``--time-limit`` (with its value) are left out: a campaign run in several sittings, each
-    with its own limit, is one command.
+    ``--report-only``, ``--time-limit`` and ``--question`` (with their values) are left out: a campaign run in several
+    sittings, each with its own limit, is one command.
     """
     kept, skip_value = [], False
     for arg in argv:
         if skip_value:
             skip_value = False
-        elif arg == "--time-limit":
+        elif arg in _WITH_VALUE:
             skip_value = True
         elif arg.split("=", 1)[0] not in _SCHEDULING_FLAGS:
             kept.append(arg)
-    return f"python {script} " + shlex.join(kept)
+    return f"python {script} " + " ".join(shell_quote(arg) for arg in kept)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -879,12 +938,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=None, help="minutes after which no new run starts")
     parser.add_argument("--bootstrap-reps", type=int, default=5000)
-    parser.add_argument("--name", default=None, help="output name: learning_<name>.{json,png,md} (default: main/quick)")
+    parser.add_argument(
+        "--name", default=None, help="the campaign: its report goes to <out-dir>/<name>/ (default: main/quick)"
+    )
+    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
-    parser.add_argument(
-        "--readme", default=None, help="also write the table into this markdown file, between the learning_<name> markers"
-    )
     parser.add_argument("--quick", action="store_true", help="smoke test: CartPole-v1, 5k steps, seed 0, ppo vs xppo")
     parser.add_argument(
         "--stale",
@@ -941,28 +1000,27 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarize(runs, contenders, args.bootstrap_reps)
     # the command that reproduces the outputs: --report-only writes the same ones from the cache
     command = reproducing_command("benchmarks/learning.py", sys.argv[1:] if argv is None else argv)
-    os.makedirs(args.out_dir, exist_ok=True)
-    base = os.path.join(args.out_dir, f"learning_{name}")
-    with open(f"{base}.json", "w") as f:
-        json.dump(
-            dict(
-                command=command,
-                args=vars(args),
-                summary=summary,
-                runs=runs,
-                provenance=provenance_record(status, provenance),
-            ),
-            f,
-            indent=1,
-        )
-    table = markdown(summary, name, command, provenance)
-    with open(f"{base}.md", "w") as f:
-        f.write(table)
-    plot(runs, summary, contenders, f"{base}.png")
-    if args.readme:
-        update_readme(args.readme, name, table)
+    question = args.question or previous_question(args.out_dir, name)
+    table = markdown(summary, name, command, provenance, question)
+    report = dict(
+        question=question,
+        command=command,
+        args=vars(args),
+        summary=summary,
+        runs=runs,
+        provenance=provenance_record(status, provenance),
+    )
+    write_report(args.out_dir, name, report, table, lambda path: plot(runs, summary, contenders, path))
     print(table)
-    print(f"wrote {base}.json, {base}.md, {base}.png")
+
+
+def previous_question(out_dir: str, name: str) -> str:
+    """The question the campaign's last report.json states ("" when it has none), so a rewrite keeps it."""
+    path = campaign_files(out_dir, name)["json"]
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return json.load(f).get("question", "")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
     LunarLander-v3's reward, with rl-zoo3's LunarLander-v3 entry (``benchmarks/multi_critic.yml``), 1M steps.
     Groups: outcome, shaping, main_engine, side_engine. Metric: the final deterministic eval return (the scalarized
     return, i.e. LunarLander-v3's), IQM over seeds.
+  - ``lunar-groups``: ``sb3_xppo/LunarLanderGroups-v3``, LunarLander-v3 itself with its reward's four terms in the
+    info (its terminal step is LunarLander-v3's, where mo-lunar-lander-v3's keeps the shaping and fuel terms), with
+    rl-zoo3's LunarLander-v3 entry as it is, 1M steps; the same groups and weights as ``lunar``. Metric: the final
+    deterministic eval return, LunarLander-v3's own, IQM over seeds.
   - ``styles`` ("must win"): ``sb3_xppo/TwoStylePendulum-v0`` (a style per episode: Pendulum-v1's swing-up, or a
     conflicting hang-down reward 100x smaller; one group per style, disjoint support) with rl-zoo3's Pendulum-v1
     entry, 200k steps (twice Pendulum's 100k). Metric, fixed before any run: for each style ``s``, ``R_s`` is the
@@ -20,27 +24,29 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
 
 - **Contenders** (``--contenders``, a comma list; default: all of them): ``single`` (one critic, the scalar reward:
   XPPO's defaults over the zoo entry), ``single-vn`` (with ``normalize_values=True``), and
-  ``mc-<mode>-<critics>[-vn]``: ``mode`` ``scalarize`` (``normalize_groups=False, group_reduce='sum'``: the weights
-  reproduce the scalar reward, the actor's objective is the single critic's) or ``balanced``
+  ``mc-<mode>-<critics>[-vn][-pcgrad]``: ``mode`` ``scalarize`` (``normalize_groups=False, group_reduce='sum'``: the
+  weights reproduce the scalar reward, the actor's objective is the single critic's) or ``balanced``
   (``normalize_groups=True``: each group z-scored over the rollout, over its own samples where groups have disjoint
   support, weights are priorities), ``critics`` ``shared`` (one trunk, ``G`` outputs) or ``separate``
-  (``separate_critics=True``), ``-vn`` adds ``normalize_values=True``. Any name may end in ``@<keyword>=<literal>``
-  overrides, as in ``benchmarks/learning.py`` (e.g. ``mc-balanced-shared-vn@max_grad_norm=1.0``); ``--overrides``
-  appends the same ones to every contender and expert. ``clip_grad_per_part`` sets that model attribute;
-  a multi-critic contender's value losses weigh every group 1 (``group_value_weights='equal'``,
-  as its cached runs had them) unless it says otherwise: ``@group_value_weights='squared'`` is the library's own
-  default in "scalarize" mode without value normalization.
+  (``separate_critics=True``), ``-vn`` adds ``normalize_values=True``, ``-pcgrad`` (after ``-vn``) adds
+  ``group_gradients='pcgrad'`` (PCGrad over the groups' actor losses, Yu et al. 2020). Any name may end in
+  ``@<keyword>=<literal>`` overrides, as in ``benchmarks/learning.py`` (e.g.
+  ``mc-balanced-shared-vn@max_grad_norm=1.0``); ``--overrides`` appends the same ones to every contender and expert.
+  ``clip_grad_per_part`` sets that model attribute; a multi-critic contender's value losses weigh every group 1
+  (``group_value_weights='equal'``, as its cached runs had them) unless it says otherwise:
+  ``@group_value_weights='squared'`` is the library's own default in "scalarize" mode without value normalization.
 - **Diagnostics** kept per run (means over its ``train()`` calls): the actor's and the critics' gradient norms
   before clipping and the clip coefficients (``grad_clip_coef``: what ``max_grad_norm`` over actor + critics applied;
   ``grad_clip_coef_actor_alone``: what the actor's gradient alone would get), each group's advantage scale and
-  effective weight, the value losses.
-- **Outputs**: ``<out-dir>/multi_critic_<campaign>.{json,md,png}`` (``--name N``: ``multi_critic_N.*``) and, with
-  ``--readme``, the table between the ``<!-- multi_critic_<campaign or N> start/end -->`` markers of that file.
-  Runs are cached under ``<out-dir>/learning_runs/`` (``--report-only`` reports from the cache).
+  effective weight, the value losses, and with ``-pcgrad`` the share of pairs of groups whose gradients conflicted.
+- **Outputs**: the campaign's folder ``<out-dir>/<campaign>/`` (``--name N``: ``<out-dir>/N/``) with ``report.json``,
+  ``report.md`` and ``plot.png``, as ``benchmarks/learning.py`` writes them; ``benchmarks/render_docs.py`` renders the
+  pages' tables from ``report.json``. Runs are cached under ``<out-dir>/learning_runs/`` (``--report-only`` reports
+  from the cache).
 
-usage: python benchmarks/multi_critic.py --campaign lunar|styles [--contenders ...] [--seeds 0 1 2 3 4]
-                                         [--budget-scale 1.0] [--workers N] [--readme docs/guide/benchmarks.md] [--quick]
-                                         [--name N] [--report-only]
+usage: python benchmarks/multi_critic.py --campaign lunar|lunar-groups|styles [--contenders ...] [--seeds 0 1 2 3 4]
+                                         [--budget-scale 1.0] [--workers N] [--quick]
+                                         [--name N] [--question TEXT] [--report-only]
        (--quick: the campaign's pipeline at 2% of the budget, seeds 0 1, three contenders: a smoke test)
        python benchmarks/multi_critic.py --campaign lunar|styles --clip-ab ROLLOUTS  (the gradient-clipping A/B)
 """
@@ -79,12 +85,15 @@ from learning import (
     load_cached,
     parse_contender,
     plot,
+    previous_question,
     provenance_note,
     provenance_record,
+    report_header,
     reproducing_command,
     run_all,
     summarize,
     verify_runs,
+    write_report,
     zoo_entry_of,
     zoo_setup,
 )
@@ -93,7 +102,13 @@ from provenance import code_record
 import sb3_xppo.envs  # noqa: F401  (registers sb3_xppo/TwoStylePendulum-v0)
 from sb3_xppo import XPPO
 from sb3_xppo.common.grad_norms import split_parameters
-from sb3_xppo.envs import STYLE_NAMES, TWO_STYLE_PENDULUM_ID
+from sb3_xppo.envs import (
+    LUNAR_LANDER_GROUP_NAMES,
+    LUNAR_LANDER_GROUP_WEIGHTS,
+    LUNAR_LANDER_GROUPS_ID,
+    STYLE_NAMES,
+    TWO_STYLE_PENDULUM_ID,
+)
 
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_critic.yml")
 OUT_DIR = os.path.join(RESULTS, "multi_critic")
@@ -119,6 +134,10 @@ CAMPAIGNS = {
         "mo-lunar-lander-v3", ("outcome", "shaping", "main_engine", "side_engine"), (1.0, 1.0, 0.3, 0.03), 200.0
     ),
     "styles": Campaign(TWO_STYLE_PENDULUM_ID, tuple(STYLE_NAMES), (1.0, 1.0), 0.8, per_style=True),
+    # LunarLander-v3 itself, its reward's four terms in the info (the terminal step's outcome alone, as LunarLander-v3)
+    "lunar-groups": Campaign(
+        LUNAR_LANDER_GROUPS_ID, tuple(LUNAR_LANDER_GROUP_NAMES), tuple(LUNAR_LANDER_GROUP_WEIGHTS), 200.0
+    ),
 }
 MODES = {
     "scalarize": dict(normalize_groups=False, group_reduce="sum"),
@@ -127,6 +146,8 @@ MODES = {
 CONTENDERS = ["single", "single-vn"] + [
     f"mc-{mode}-{critics}{vn}" for mode in MODES for critics in ("shared", "separate") for vn in ("", "-vn")
 ]
+#: the suffixes a multi-critic contender may end in, in this order: value normalization, PCGrad over the groups
+SUFFIXES = ("vn", "pcgrad")
 #: What each run keeps of the logger after each ``train()`` call (by key prefix), as means over the run
 TRAIN_LOG_PREFIXES = (
     "train/grad_",
@@ -136,12 +157,13 @@ TRAIN_LOG_PREFIXES = (
     "train/explained_variance",
     "train/clip_fraction",
     "train/approx_kl",
+    "train/pcgrad_",
 )
 
 
 def make_contender(name: str, campaign: Campaign) -> Contender:
     """
-    ``single``, ``single-vn``, ``mc-<mode>-<critics>[-vn]`` or ``expert-<style>`` (styles campaign), optionally with
+    ``single``, ``single-vn``, ``mc-<mode>-<critics>[-vn][-pcgrad]`` or ``expert-<style>`` (styles campaign), optionally with
     ``@<keyword>=<literal>`` overrides (parsed by ``learning.parse_contender``), on ``CONFIG``'s entry.
 
     :param name: the contender's name
@@ -152,13 +174,19 @@ def make_contender(name: str, campaign: Campaign) -> Contender:
     kwargs: dict[str, Any] = {}
     parts = base.split("-")
     if base in ("single", "single-vn"):
-        pass
-    elif parts[0] == "mc" and len(parts) in (3, 4) and parts[1] in MODES and parts[2] in ("shared", "separate"):
-        if len(parts) == 4 and parts[3] != "vn":
-            raise ValueError(f"unknown contender {name!r}: the suffix after the critics is 'vn'")
+        if base == "single-vn":
+            kwargs["normalize_values"] = True
+    elif parts[0] == "mc" and len(parts) >= 3 and parts[1] in MODES and parts[2] in ("shared", "separate"):
+        suffixes = parts[3:]
+        if suffixes not in ([s for s in SUFFIXES if s in suffixes],) or len(set(suffixes)) != len(suffixes):
+            raise ValueError(f"unknown contender {name!r}: the suffixes after the critics are {SUFFIXES}, in that order")
         kwargs.update(reward_groups=list(campaign.groups), group_weights=list(campaign.weights), **MODES[parts[1]])
         if parts[2] == "separate":
             kwargs["policy_kwargs"] = dict(separate_critics=True)
+        if "vn" in suffixes:
+            kwargs["normalize_values"] = True
+        if "pcgrad" in suffixes:
+            kwargs["group_gradients"] = "pcgrad"
     elif parts[0] == "expert" and campaign.per_style and "-".join(parts[1:]) in campaign.groups:
         # one style only, through the zoo entry's env wrapper (the training and the evaluation envs)
         style = campaign.groups.index("-".join(parts[1:]))
@@ -168,8 +196,6 @@ def make_contender(name: str, campaign: Campaign) -> Contender:
             f"unknown contender {name!r}: expected one of {CONTENDERS}"
             + (f" or expert-<style> with a style in {campaign.groups}" if campaign.per_style else "")
         )
-    if base.endswith("-vn"):
-        kwargs["normalize_values"] = True
     if sep:
         kwargs.update(parse_contender(f"xppo@{overrides}").kwargs)
     return Contender(name, "xppo", kwargs, config=CONFIG)
@@ -467,21 +493,19 @@ def score_style_runs(
 
 
 def markdown(name: str, campaign: Campaign, summary: dict[str, Any], runs: list[dict[str, Any]], command: str,
-             references: dict[str, Any] | None, provenance: str = "") -> str:  # fmt: skip
+             references: dict[str, Any] | None, provenance: str = "", question: str = "") -> str:  # fmt: skip
     """The campaign's table: per contender the final score's IQM and CI, per-seed values and the diagnostics."""
     env_summary = summary[campaign.env_id]
     metric = "score (min over styles of the expert-normalized return)" if campaign.per_style else "eval return"
     lines = [
-        f"# Multi-critic benchmark `{name}`",
+        *report_header("Multi-critic", name, command, question, provenance),
         "",
-        f"Written by `{command}` from the per-run JSON in `learning_runs/`. {campaign.env_id}, "
+        f"{campaign.env_id}, "
         f"{env_summary['budget']:,} steps, rl-zoo3's PPO hyperparameters (`benchmarks/multi_critic.yml`). Final: "
         f"{metric} after training, per seed; IQM over seeds with its 95% stratified-bootstrap CI (rliable). "
         f"Clip coef: the mean factor `max_grad_norm` applied to the gradients (actor + critics) / the factor the "
         f"actor's gradient alone would have got. Wall: mean seconds of `learn()` (one torch thread, shared machine).",
     ]
-    if provenance:
-        lines += ["", provenance]
     if references is not None:
         lines += [
             "",
@@ -515,21 +539,8 @@ def markdown(name: str, campaign: Campaign, summary: dict[str, Any], runs: list[
     return "\n".join(lines) + "\n"
 
 
-def update_readme(path: str, name: str, table: str) -> None:
-    """Write ``table`` (its title dropped) between ``<!-- <name> start ... -->`` and ``<!-- <name> end -->`` in ``path``."""
-    with open(path) as f:
-        text = f.read()
-    start, end = f"<!-- {name} start", f"<!-- {name} end -->"
-    if start not in text or end not in text:
-        raise ValueError(f"{path} has no '{start} ...' / '{end}' markers to write the table between")
-    head, rest = text.split(start, 1)
-    block = f"{start}: written by benchmarks/multi_critic.py --readme -->\n{table.split(chr(10), 2)[2]}{end}"
-    with open(path, "w") as f:
-        f.write(head + block + rest.split(end, 1)[1])
-
-
 def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[MultiCriticTask]) -> None:
-    """Run :func:`clip_ab` for each task, print its table and write ``multi_critic_<campaign>_clip_ab.json``."""
+    """Run :func:`clip_ab` for each task, print its table and write ``<out-dir>/<campaign>/clip_ab.json``."""
     print(f"{campaign.env_id}, seed {tasks[0].seed}: one train() call, the same state and rollout, clipped two ways")
     print("| contender | steps | actor step joint / apart | approx_kl joint / apart | clip coef joint / actor alone |")
     print("| --- | --- | --- | --- | --- |")
@@ -542,7 +553,8 @@ def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[Mul
                   f"{joint['approx_kl']:.5f} / {apart['approx_kl']:.5f} | {joint['grad_clip_coef']:.3f} / "
                   f"{joint['grad_clip_coef_actor_alone']:.3f} |", flush=True)  # fmt: skip
     os.makedirs(args.out_dir, exist_ok=True)
-    path = os.path.join(args.out_dir, f"multi_critic_{args.campaign}_clip_ab.json")
+    path = os.path.join(args.out_dir, args.campaign, "clip_ab.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(dict(command=reproducing_command("benchmarks/multi_critic.py", sys.argv[1:]), results=results), f, indent=1)
     print(f"wrote {path}")
@@ -564,8 +576,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap-reps", type=int, default=5000)
     parser.add_argument("--out-dir", default=OUT_DIR)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
-    parser.add_argument("--readme", default=None, help="also write the table into this file, between its markers")
-    parser.add_argument("--name", default=None, help="write multi_critic_<name>.{json,md,png} (default: the campaign's)")
+    parser.add_argument("--name", default=None, help="the report's folder under --out-dir (default: the campaign's name)")
+    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 2%% of the budget, seeds 0 1, 3 contenders")
     parser.add_argument("--stale", choices=("exclude", "rerun"), default="exclude", help="as learning.py's")
     parser.add_argument("--unverified", choices=("include", "exclude"), default="include", help="as learning.py's")
@@ -628,20 +640,13 @@ def main(argv: list[str] | None = None) -> None:
         runs, references = score_style_runs(runs, expert_runs, random, campaign.threshold)
     summary = summarize(runs, contenders, args.bootstrap_reps)
     command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:] if argv is None else argv)
-    name = f"multi_critic_{args.name or args.campaign}" + ("_quick" if args.quick else "")
-    table = markdown(name, campaign, summary, runs, command, references, provenance)
-    os.makedirs(args.out_dir, exist_ok=True)
-    base = os.path.join(args.out_dir, name)
-    with open(f"{base}.json", "w") as f:
-        json.dump(dict(command=command, args=vars(args), summary=summary, references=references, runs=runs,
-                       provenance=provenance_record(status, provenance)), f, indent=1)  # fmt: skip
-    with open(f"{base}.md", "w") as f:
-        f.write(table)
-    plot(runs, summary, contenders, f"{base}.png")
-    if args.readme:
-        update_readme(args.readme, name, table)
+    name = (args.name or args.campaign) + ("_quick" if args.quick else "")
+    question = args.question or previous_question(args.out_dir, name)
+    table = markdown(name, campaign, summary, runs, command, references, provenance, question)
+    report = dict(question=question, command=command, args=vars(args), summary=summary, references=references, runs=runs,
+                  provenance=provenance_record(status, provenance))  # fmt: skip
+    write_report(args.out_dir, name, report, table, lambda path: plot(runs, summary, contenders, path))
     print(table)
-    print(f"wrote {base}.json, {base}.md, {base}.png")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ Also measures what XPPO's non-finite checks cost, in ``train()`` (a variant with
 
 usage: python benchmarks/overhead.py [--env CartPole-v1] [--n-steps 2048] [--batch-size 64] [--n-epochs 2]
                                      [--reps 15] [--threads 1] [--device cpu] [--learn-steps 20480] [--learn-reps 6]
-                                     [--no-contrib]
+                                     [--no-contrib] [--only NAME_PART] [--out PATH]
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ class Variant:
 
 
 def variants(args: argparse.Namespace) -> list[Variant]:
-    """PPO first (the reference), then the XPPO variants."""
-    return [
+    """PPO first (the reference), then the XPPO variants (with ``--only``, those whose name contains it)."""
+    variants = [
         Variant("PPO", PPO),
         Variant("XPPO clip", XPPO),
         Variant("XPPO clip, no checks", XPPO, check_finite=False),
@@ -142,7 +142,20 @@ def variants(args: argparse.Namespace) -> list[Variant]:
             grouped_buffer,
             separate_state,
         ),
+        # PCGrad over the groups' actor losses: one backward pass through the actor per group (the projection has no
+        # data-dependent branch, so its cost does not depend on how often the groups' gradients conflict)
+        Variant(
+            "XPPO 4 critics, pcgrad",
+            XPPO,
+            dict(reward_groups=len(GROUP_SHARES), group_gradients="pcgrad"),
+            grouped_buffer,
+            grouped_state,
+        ),
     ]
+    if args.only:
+        # the references (PPO, XPPO clip) and the variants whose name contains the filter
+        variants = [v for v in variants if v.name in ("PPO", "XPPO clip") or args.only in v.name]
+    return variants
 
 
 def collect_rollout(args: argparse.Namespace) -> tuple[RolloutBuffer, dict[str, Any]]:
@@ -242,6 +255,7 @@ def main() -> None:
     parser.add_argument("--learn-steps", type=int, default=20_480, help="learn() steps per run of the checks' cost (0: skip)")
     parser.add_argument("--learn-reps", type=int, default=6)
     parser.add_argument("--no-contrib", dest="contrib", action="store_false", help="skip MaskableXPPO/RecurrentXPPO rows")
+    parser.add_argument("--only", default=None, help="only PPO, XPPO clip and the variants whose name contains this")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
     args = parser.parse_args()
     th.set_num_threads(args.threads)
@@ -306,9 +320,18 @@ def main() -> None:
             paired = float(np.median(np.array(samples) / np.array(times["XPPO clip"])))
             multi_critic[name] = dict(ratio=min(samples) / min(times["XPPO clip"]), paired_ratio=paired)
             print(f"{name} / XPPO clip: {multi_critic[name]['ratio']:.3f}x (paired {paired:.3f}x)")
+    # PCGrad over the reward groups against the plain multi-critic on the same groups
+    pcgrad = {}
+    if "XPPO 4 critics, pcgrad" in times and "XPPO 4 critics" in times:
+        samples, plain = np.array(times["XPPO 4 critics, pcgrad"]), np.array(times["XPPO 4 critics"])
+        pcgrad = dict(ratio=float(samples.min() / plain.min()), paired_ratio=float(np.median(samples / plain)))
+        print(f"XPPO 4 critics, pcgrad / XPPO 4 critics: {pcgrad['ratio']:.3f}x (paired {pcgrad['paired_ratio']:.3f}x)")
     # What XPPO's non-finite checks cost (target: <= 2% of train() and of learn())
-    checks = dict(train_paired_ratio=float(np.median(np.array(times["XPPO clip"]) / np.array(times["XPPO clip, no checks"]))))
-    print(f"non-finite checks, train(): {checks['train_paired_ratio']:.3f}x (paired, XPPO clip / no checks)")
+    checks = {}
+    if "XPPO clip, no checks" in times:
+        unchecked = np.array(times["XPPO clip, no checks"])
+        checks["train_paired_ratio"] = float(np.median(np.array(times["XPPO clip"]) / unchecked))
+        print(f"non-finite checks, train(): {checks['train_paired_ratio']:.3f}x (paired, XPPO clip / no checks)")
     if args.learn_steps > 0:
         checks.update(learn_check_cost(args))
     contrib = contrib_ratios(args) if args.contrib else {}
@@ -316,7 +339,7 @@ def main() -> None:
     with open(args.out, "w") as f:
         config = {k: v for k, v in vars(args).items() if k != "out"}
         results = dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows, multi_critic=multi_critic,
-                       finite_checks=checks, contrib=contrib)  # fmt: skip
+                       pcgrad=pcgrad, finite_checks=checks, contrib=contrib)  # fmt: skip
         json.dump(results, f, indent=2)
     print(f"wrote {args.out}")
 

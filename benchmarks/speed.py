@@ -35,19 +35,27 @@ breakdown of where the time goes and the env-only limit beside it.
   subprocesses, which the zoo entries here do not use); ``--clock wall`` with ``time.perf_counter``.
 - **Exactness**: the parameters of PPO and XPPO after the first repetition (same seed) are compared: ``bit_exact``
   and the largest absolute difference.
-- **Targets** (docs/guide/development.md): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on LunarLander-v3.
+- **Vector envs** (rows ``<env>@<vec env>``, e.g. ``LunarLander-v3@envpool``): XPPO's training VecEnv is the one
+  ``python -m sb3_xppo.train --vec-env <vec env>`` builds for the entry (``lean``: :class:`~sb3_xppo.vec_env.LeanVecEnv`,
+  ``envpool``: :class:`~sb3_xppo.vec_env.EnvPoolVecEnv`), PPO's stays SB3's ``make_vec_env`` one (``DummyVecEnv``),
+  and the env-only limit is XPPO's VecEnv. With ``lean`` the parameters are still PPO's bit for bit; EnvPool's envs
+  are other implementations of the tasks, so there the exactness columns show a difference. A plain ``<env>`` row
+  builds both algorithms' envs with ``make_vec_env``: it measures the algorithm alone.
+- **Targets** (docs/guide/development.md, issue 33): XPPO >= 1.5x PPO's env-steps/s on CartPole-v1, >= 1.25x on
+  LunarLander-v3; with the lean VecEnv >= 1.5x on CartPole-v1 and >= 1.6x on LunarLander-v3; with EnvPool >= 2.5x
+  on LunarLander-v3 (:data:`TARGETS`).
 - **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
   against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
   (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
 - **Outputs**: a printed table, ``benchmarks/results/speed.json`` and ``speed.png`` (stacked bars: microseconds
   per env-step of each piece, per algorithm, per env).
 
-usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3 Pendulum-v1] [--rollouts N] [--reps 3]
+usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3@envpool ...] [--rollouts N] [--reps 3]
                                   [--profile-reps 1] [--clock cpu] [--seed 0] [--xppo-kwargs "{...}"] [--contrib]
                                   [--out-dir DIR] [--name speed]
        (``--envs --contrib``: the sb3-contrib comparison alone)
-       (the defaults take about 2 minutes on one free core: 40 rollouts of CartPole-v1, 2 of LunarLander-v3, 3 of
-       Pendulum-v1; 3 repetitions and 1 instrumented run of each algorithm)
+       (the defaults take about 4 minutes on one free core: 40 rollouts of CartPole-v1, 2 of LunarLander-v3, 3 of
+       Pendulum-v1, per row; 3 repetitions and 1 instrumented run of each algorithm)
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_xppo import XPPO
 from sb3_xppo.core.fast_paths import FlatAdam
+from sb3_xppo.zoo import VEC_ENV_CHOICES
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
@@ -88,11 +97,25 @@ from learning import zoo_setup  # noqa: E402  (rl-zoo3's hyperparameters and env
 
 RESULTS = os.path.join(BENCHMARKS, "results")
 
-DEFAULT_ENVS = ("CartPole-v1", "LunarLander-v3", "Pendulum-v1")
+#: The rows: an env id, or ``<env id>@<vec env>`` for XPPO on that VecEnv (``sb3_xppo.zoo.VEC_ENV_CHOICES``)
+DEFAULT_ENVS = (
+    "CartPole-v1",
+    "LunarLander-v3",
+    "Pendulum-v1",
+    "CartPole-v1@lean",
+    "LunarLander-v3@lean",
+    "LunarLander-v3@envpool",
+)
 #: Rollouts per run when ``--rollouts`` is not given: a few seconds of ``learn()`` each (a CartPole rollout is 256 steps)
 DEFAULT_ROLLOUTS = {"CartPole-v1": 40, "LunarLander-v3": 2, "LunarLanderContinuous-v3": 2, "Pendulum-v1": 3}
-#: XPPO / PPO env-steps/s that docs/guide/development.md sets as targets
-TARGETS = {"CartPole-v1": 1.5, "LunarLander-v3": 1.25}
+#: XPPO / PPO env-steps/s that docs/guide/development.md and issue 33 set as targets, per row
+TARGETS = {
+    "CartPole-v1": 1.5,
+    "LunarLander-v3": 1.25,
+    "CartPole-v1@lean": 1.5,
+    "LunarLander-v3@lean": 1.6,
+    "LunarLander-v3@envpool": 2.5,
+}
 
 #: The pieces of the breakdown, in plot order, and their labels
 CATEGORIES: dict[str, str] = {
@@ -248,12 +271,25 @@ def instrument(model: PPO, profiler: Profiler) -> Iterator[None]:
         yield
 
 
-def zoo_env(env_id: str, seed: int, log_folder: str) -> tuple[dict[str, Any], VecEnv, int]:
+def parse_row(row: str) -> tuple[str, str | None]:
     """
-    rl-zoo3's PPO keywords for ``env_id`` (policy included), its training VecEnv built the zoo's way, and the
+    :param row: ``<env id>`` or ``<env id>@<vec env>``
+    :return: the env id and XPPO's VecEnv (None: SB3's ``make_vec_env``'s, as PPO's)
+    :raises ValueError: for a VecEnv not in ``sb3_xppo.zoo.VEC_ENV_CHOICES``
+    """
+    env_id, sep, vec_env = row.partition("@")
+    if sep and vec_env not in VEC_ENV_CHOICES:
+        raise ValueError(f"bad row {row!r}: expected <env id>@<vec env> with vec env in {VEC_ENV_CHOICES}")
+    return env_id, vec_env if sep else None
+
+
+def zoo_env(env_id: str, seed: int, log_folder: str, vec_env: str | None = None) -> tuple[dict[str, Any], VecEnv, int]:
+    """
+    rl-zoo3's PPO keywords for ``env_id`` (policy included), its training VecEnv built the zoo's way (with the VecEnv
+    ``vec_env`` names, as ``python -m sb3_xppo.train --vec-env`` builds it; None: rl-zoo3's ``DummyVecEnv``), and the
     entry's ``n_timesteps``.
     """
-    hyperparams, env, eval_env, _, entry = zoo_setup(env_id, seed, budget=0, log_folder=log_folder)
+    hyperparams, env, eval_env, _, entry = zoo_setup(env_id, seed, budget=0, log_folder=log_folder, vec_env=vec_env)
     eval_env.close()
     return hyperparams, env, int(entry["n_timesteps"])
 
@@ -297,6 +333,7 @@ def run_learn(
     profile: bool = False,
     rep: int = 0,
     clock: str = "cpu",
+    vec_env: str | None = None,
 ) -> tuple[Run, dict[str, th.Tensor]]:
     """
     One ``learn()`` of a fresh model on fresh envs, construction not timed: its budget is the zoo's ``n_timesteps``
@@ -308,9 +345,10 @@ def run_learn(
     :param profile: time the pieces (:func:`instrument`)
     :param rep: the repetition, recorded
     :param clock: the breakdown's clock, a key of :data:`CLOCKS`; the run's own time is always wall and CPU time
+    :param vec_env: the VecEnv (:func:`zoo_env`)
     :return: the run and the policy's parameters after it
     """
-    hyperparams, env, budget = zoo_env(env_id, seed, log_folder)
+    hyperparams, env, budget = zoo_env(env_id, seed, log_folder, vec_env)
     model = ALGOS[name](env=env, seed=seed, verbose=0, device="cpu", **hyperparams, **(extra_kwargs or {}))
     model.set_logger(Logger(folder=None, output_formats=[]))
     steps = rollouts * model.n_steps * env.num_envs
@@ -331,14 +369,17 @@ def run_learn(
     return run, params
 
 
-def run_env_only(env_id: str, seed: int, rollouts: int, log_folder: str, rep: int = 0, clock: str = "cpu") -> Run:
+def run_env_only(
+    env_id: str, seed: int, rollouts: int, log_folder: str, rep: int = 0, clock: str = "cpu", vec_env: str | None = None
+) -> Run:
     """
     The env-only limit: the zoo's VecEnv for ``env_id`` stepped with random actions as many steps as
     :func:`run_learn`; only ``env.step`` is timed.
 
     :param clock: the clock of its breakdown (all ``env``), as :func:`run_learn`'s
+    :param vec_env: the VecEnv (:func:`zoo_env`)
     """
-    hyperparams, env, _ = zoo_env(env_id, seed, log_folder)
+    hyperparams, env, _ = zoo_env(env_id, seed, log_folder, vec_env)
     n_steps = int(hyperparams.get("n_steps", 2048))
     env.action_space.seed(seed)
     env.reset()
@@ -423,7 +464,7 @@ def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool
 
 
 def benchmark_env(
-    env_id: str,
+    row: str,
     rollouts: int,
     reps: int,
     profile_reps: int,
@@ -433,32 +474,37 @@ def benchmark_env(
     clock: str = "cpu",
 ) -> dict[str, Any]:
     """
-    All runs of one env: ``reps`` rotations of (PPO, XPPO, env only), then ``profile_reps`` instrumented runs of
+    All runs of one row: ``reps`` rotations of (PPO, XPPO, env only), then ``profile_reps`` instrumented runs of
     each algorithm (alternating), and the exactness check on the first repetition's parameters.
 
+    :param row: an env id, or ``<env id>@<vec env>`` for XPPO (and the env-only limit) on that VecEnv (:func:`parse_row`)
     :param rollouts: rollouts per run
     :param xppo_kwargs: keywords XPPO gets on top of the zoo entry
     :param log_folder: a scratch folder for rl-zoo3
     :param clock: the breakdown's clock, a key of :data:`CLOCKS`
     """
+    env_id, vec_env = parse_row(row)
     contenders = [*ALGOS, ENV_ONLY]
     runs: list[Run] = []
     params: dict[str, dict[str, th.Tensor]] = {}
     for rep in range(reps):
         for name in contenders[rep % 3 :] + contenders[: rep % 3]:
             if name == ENV_ONLY:
-                runs.append(run_env_only(env_id, seed, rollouts, log_folder, rep, clock))
+                runs.append(run_env_only(env_id, seed, rollouts, log_folder, rep, clock, vec_env))
                 continue
-            run, state = run_learn(name, env_id, seed, rollouts, log_folder, xppo_kwargs if name == "XPPO" else None, rep=rep)
+            extra, algo_vec_env = (xppo_kwargs, vec_env) if name == "XPPO" else (None, None)
+            run, state = run_learn(name, env_id, seed, rollouts, log_folder, extra, rep=rep, vec_env=algo_vec_env)
             runs.append(run)
             params.setdefault(name, state)
     profiled = []
     for rep in range(profile_reps):
         for name in list(ALGOS)[rep % 2 :] + list(ALGOS)[: rep % 2]:
-            extra = xppo_kwargs if name == "XPPO" else None
-            profiled.append(run_learn(name, env_id, seed, rollouts, log_folder, extra, True, rep, clock)[0])
+            extra, algo_vec_env = (xppo_kwargs, vec_env) if name == "XPPO" else (None, None)
+            profiled.append(
+                run_learn(name, env_id, seed, rollouts, log_folder, extra, True, rep, clock, vec_env=algo_vec_env)[0]
+            )
     exact, diff = params_difference(params["PPO"], params["XPPO"])
-    return dict(**summarize_env(env_id, runs, profiled, exact, diff), rollouts=rollouts, clock=clock)
+    return dict(**summarize_env(row, runs, profiled, exact, diff), rollouts=rollouts, clock=clock, vec_env=vec_env)
 
 
 def contrib_cases() -> dict[str, tuple[type[PPO], type[PPO], str, Callable[[int], VecEnv], dict[str, Any]]]:
@@ -631,7 +677,7 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="*", default=list(DEFAULT_ENVS))
+    parser.add_argument("--envs", nargs="*", default=list(DEFAULT_ENVS), help="rows: <env id> or <env id>@<vec env>")
     parser.add_argument("--rollouts", type=int, default=None, help="rollouts per run (default: per env, DEFAULT_ROLLOUTS)")
     parser.add_argument("--reps", type=int, default=3, help="uninstrumented runs of each algorithm per env")
     parser.add_argument("--profile-reps", type=int, default=1, help="instrumented runs of each algorithm per env")
@@ -647,6 +693,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"--reps and --profile-reps must be >= 1, got {args.reps} and {args.profile_reps}")
     if args.rollouts is not None and args.rollouts < 1:
         raise ValueError(f"--rollouts must be >= 1, got {args.rollouts}")
+    for row in args.envs:
+        parse_row(row)  # a bad row fails before the first run
     xppo_kwargs = ast.literal_eval(args.xppo_kwargs)
     if not isinstance(xppo_kwargs, dict):
         raise TypeError(f"--xppo-kwargs must be a python dict literal, got {args.xppo_kwargs!r}")
@@ -655,13 +703,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load_start = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory() as log_folder:
-        for env_id in args.envs:
-            rollouts = args.rollouts if args.rollouts is not None else DEFAULT_ROLLOUTS.get(env_id, 2)
+        for row in args.envs:
+            rollouts = args.rollouts if args.rollouts is not None else DEFAULT_ROLLOUTS.get(parse_row(row)[0], 2)
             start = time.perf_counter()
             results.append(
-                benchmark_env(env_id, rollouts, args.reps, args.profile_reps, args.seed, xppo_kwargs, log_folder, args.clock)
+                benchmark_env(row, rollouts, args.reps, args.profile_reps, args.seed, xppo_kwargs, log_folder, args.clock)
             )
-            print(f"{env_id}: {time.perf_counter() - start:.0f} s", flush=True)
+            print(f"{row}: {time.perf_counter() - start:.0f} s", flush=True)
     contrib = benchmark_contrib(args.rollouts or 2, args.reps, args.seed) if args.contrib else []
     if results:
         print(format_table(results))

@@ -45,7 +45,9 @@ add_module_names = False
 
 html_theme = "sphinx_rtd_theme"
 html_title = f"sb3-xppo {__version__}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+# results tables whose cells wrap, a wider page, figures at the page's width
+html_css_files = ["tables.css"]
 html_show_sourcelink = True
 
 

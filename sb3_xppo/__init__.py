@@ -19,6 +19,7 @@ from sb3_xppo.functional import (
 )
 from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, RewardGroups
 from sb3_xppo.ppo_mask import MaskableXPPO
+from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
 from sb3_xppo.xppo import XPPO, LossHook, xppo_recommended
 
@@ -32,6 +33,7 @@ __all__ = [
     "DaggerDistiller",
     "LossBreakdown",
     "LossHook",
+    "MaskableRecurrentXPPO",
     "MaskableXPPO",
     "MultiCriticPolicy",
     "MultiCriticRolloutBuffer",

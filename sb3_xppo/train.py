@@ -8,8 +8,10 @@ Defaults that differ from rl-zoo3's: ``--algo xppo``; ``--env LunarLander-v3`` (
 rl-zoo3 flag works as in ``python -m rl_zoo3.train`` (``--env``, ``-n``, ``--seed``, ``-params``, ``--eval-freq``,
 ``-tb``, ``-optimize``, ``--storage``, ``--study-name``, ``-P``, ...) and overrides these defaults. Maskable models
 are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`). ``--vec-env`` takes ``lean``
-(the default: :class:`~sb3_xppo.vec_env.LeanVecEnv`, ``DummyVecEnv``'s numbers, faster) besides rl-zoo3's
-``dummy`` and ``subproc`` (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
+(the default: :class:`~sb3_xppo.vec_env.LeanVecEnv`, ``DummyVecEnv``'s numbers, faster) and ``envpool``
+(:class:`~sb3_xppo.vec_env.EnvPoolVecEnv`) and ``ray`` (:class:`~sb3_xppo.vec_env.RayVecEnv`, with ``--ray-address``
+and ``--ray-envs-per-actor``) besides rl-zoo3's ``dummy`` and ``subproc``, and a config entry may choose
+with its ``vec_env`` key, which ``--vec-env`` overrides (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
 after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
 """
 
@@ -78,10 +80,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     zoo.register()
-    vec_env, args = zoo.split_vec_env_arg(args)
+    vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
+    ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
-    with _tables_before_search(), zoo.masked_evaluation(), zoo.zoo_vec_env(vec_env) as vec_env_args:
+    with _tables_before_search(), zoo.masked_evaluation(), zoo.zoo_vec_env(vec_env, ray_options) as vec_env_args:
         zoo.run_with_argv(train, [*defaults, *args, *vec_env_args])
     if known.optimize_hyperparameters:
         return

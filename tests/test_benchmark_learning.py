@@ -1,5 +1,6 @@
 """The side-by-side learning benchmark (benchmarks/learning.py): contender names, rl-zoo3 setup, cache, end to end."""
 
+import glob
 import importlib.util
 import json
 import os
@@ -256,7 +257,8 @@ def test_a_run_is_found_under_any_name_with_its_configuration(learning, tmp_path
     )
     assert preset.key() == option.key() and preset.path(out) != option.path(out)
     learning.save_run(dict(key=option.key(), contender=option.contender.name, final_mean=2.0), option.path(out))
-    assert learning.load_cached(preset, out) == dict(key=option.key(), contender="xppo-recommended", final_mean=2.0)
+    file = os.path.relpath(option.path(out), out)
+    assert learning.load_cached(preset, out) == dict(key=option.key(), contender="xppo-recommended", final_mean=2.0, file=file)
     # another seed, or a stale file of the task's own, is not it
     assert learning.load_cached(replace(preset, seed=1), out) is None
     learning.save_run(dict(key="stale", final_mean=3.0), preset.path(out))
@@ -270,10 +272,15 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
     out = str(tmp_path)
     subprocess.run([sys.executable, SCRIPT, "--quick", "--out-dir", out], check=True, capture_output=True, timeout=300)
     for ext in ("json", "md", "png"):
-        assert os.path.getsize(os.path.join(out, f"learning_quick.{ext}")) > 0
-    with open(os.path.join(out, "learning_quick.json")) as f:
+        assert os.path.getsize(learning.campaign_files(out, "quick")[ext]) > 0
+    with open(learning.campaign_files(out, "quick")["json"]) as f:
         result = json.load(f)
-    runs = {r["contender"]: r for r in result["runs"]}
+    # the report names its runs; the run cache holds them
+    runs = {}
+    for named in result["runs"]:
+        with open(os.path.join(out, named["file"])) as f:
+            runs[named["contender"]] = json.load(f)
+        assert runs[named["contender"]]["key"] == named["key"] and named["seed"] == 0
     assert set(runs) == {"ppo", "xppo"}
     for run in runs.values():
         assert run["env"] == "CartPole-v1" and run["seed"] == 0 and run["budget"] == 5000
@@ -285,7 +292,7 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
     # One seed: the IQM and both ends of its bootstrap CI are that seed's return
     assert row["final_iqm"] == pytest.approx(runs["ppo"]["final_mean"])
     assert row["final_iqm_ci"] == pytest.approx([runs["ppo"]["final_mean"]] * 2)
-    with open(os.path.join(out, "learning_quick.md")) as f:
+    with open(learning.campaign_files(out, "quick")["md"]) as f:
         table = f.read()
     assert "| **ppo (zoo)** | 0 |" in table and "| xppo | 0 |" in table
     # each run records the code that made it, and the report verified it against today's
@@ -297,7 +304,7 @@ def test_quick_end_to_end(learning, tmp_path, capsys):
     # A second run finds both runs cached and trains nothing; the report is the same
     learning.main(["--quick", "--out-dir", out])
     assert "2 of 2 runs cached, 0 to run" in capsys.readouterr().out
-    with open(os.path.join(out, "learning_quick.json")) as f:
+    with open(learning.campaign_files(out, "quick")["json"]) as f:
         assert json.load(f)["summary"] == result["summary"]
 
 
@@ -327,32 +334,21 @@ def test_the_reported_command_leaves_out_the_scheduling_flags(learning):
     assert learning.reproducing_command("b.py", ["--name", "a b"]) == "python b.py --name 'a b'"  # quoted for a shell
 
 
-def test_update_readme_writes_between_the_markers(learning, tmp_path):
-    table = "# Learning benchmark `x`\n\nWritten by ...\n\n## CartPole-v1: 100 steps\n\n| a |\n| --- |\n"
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- learning_x start -->\nold table\n<!-- learning_x end -->\noutro\n")
-    learning.update_readme(str(readme), "x", table)
-    text = readme.read_text()
-    assert text.startswith("intro\n<!-- learning_x start") and text.endswith("<!-- learning_x end -->\noutro\n")
-    assert "old table" not in text and "#### CartPole-v1: 100 steps" in text and "# Learning benchmark" not in text
-    learning.update_readme(str(readme), "x", table)  # idempotent
-    assert readme.read_text() == text
-    with pytest.raises(ValueError, match="no '<!-- learning_y start"):
-        learning.update_readme(str(readme), "y", table)
-
-
-def test_readme_tables_come_from_the_committed_results(learning):
-    """Each learning table in the README is the one its committed learning_<name>.json produces."""
+def test_reports_come_from_the_committed_results(learning):
+    """Each learning campaign's report.md is the one its committed report.json produces."""
     root = os.path.dirname(os.path.dirname(SCRIPT))
-    with open(os.path.join(root, "docs", "guide", "benchmarks.md")) as f:
-        readme = f.read()
-    names = [part.split(" start", 1)[0] for part in readme.split("<!-- learning_")[1:] if " start" in part.split("\n")[0]]
-    assert names, "the README shows no learning table"
-    for name in names:
-        with open(os.path.join(root, "benchmarks", "results", f"learning_{name}.json")) as f:
+    reports = glob.glob(os.path.join(root, "benchmarks", "results", "*", "report.json"))
+    assert reports, "no learning campaign has a report"
+    for path in reports:
+        with open(path) as f:
             result = json.load(f)
-        table = learning.markdown(result["summary"], name, result["command"], result.get("provenance", {}).get("note", ""))
-        assert learning.readme_block(name, table) in readme, f"README's learning_{name} table differs from its JSON"
+        if not result["command"].startswith("python benchmarks/learning.py "):
+            continue  # another script's campaign
+        name = os.path.basename(os.path.dirname(path))
+        note = result.get("provenance", {}).get("note", "")
+        table = learning.markdown(result["summary"], name, result["command"], note, result.get("question", ""))
+        with open(os.path.join(os.path.dirname(path), "report.md")) as f:
+            assert f.read() == table, f"{name}: report.md differs from its report.json"
 
 
 def test_the_fingerprint_is_the_codes_behaviour(learning):
@@ -381,3 +377,51 @@ def test_reports_tell_current_stale_and_unverified_runs_apart(learning):
     note = learning.provenance_note(status, unverified_included=True)
     assert note.startswith("Provenance: 1 runs current") and "1 unverified" in note and "included" in note
     assert "1 stale and left out" in note and "CartPole-v1 ppo seed 1" in note
+    # a configuration today's code refuses (its options were valid when the run was made) would not train the run
+    refused = learning.Task("CartPole-v1", 5000, learning.parse_contender("xppo-asymmetric_spo-mse-mb+dual3"), 0, 2, 2, 3, 0.2)
+    status = learning.verify_runs(
+        [refused], [dict(key=refused.key(), env="CartPole-v1", contender="x", seed=0, fingerprint="1" * 16)]
+    )
+    assert [len(status[k]) for k in ("current", "stale", "unverified")] == [0, 1, 0]
+
+
+# --- @vec_env: the training VecEnv (EnvPool's learning equivalence) ------------------------------------------------------
+
+
+def test_vec_env_override_trains_on_envpool(learning, built_xppo):
+    """@vec_env='envpool' trains on EnvPool's envs (VecNormalize on top, as the entry says) and evaluates on gymnasium's."""
+    pytest.importorskip("envpool")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from sb3_xppo.vec_env import EnvPoolVecEnv
+
+    name = "xppo@vec_env='envpool'@n_steps=64@batch_size=32"
+    eval_envs = []
+    real_run = learning.EvalCallback
+
+    def spy(eval_env, **kwargs):
+        eval_envs.append(eval_env)
+        return real_run(eval_env, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learning, "EvalCallback", spy)
+        run = learning.run_task(learning.Task("Hopper-v5", 128, learning.parse_contender(name), 0, 1, 1, 1, 0.2))
+    env = built_xppo["env"]
+    assert isinstance(env, VecNormalize) and type(env.unwrapped) is EnvPoolVecEnv and "vec_env" not in built_xppo
+    assert type(eval_envs[0].unwrapped) is DummyVecEnv  # every contender is evaluated on gymnasium's env
+    assert run["budget"] == 128 and np.isfinite(run["final_returns"]).all() and run["kwargs"]["vec_env"] == "envpool"
+
+
+def test_vec_env_override_keeps_the_other_cache_keys(learning):
+    """A run without @vec_env keeps its key (a committed run is found); with it, the key is another."""
+    committed = os.path.join(
+        os.path.dirname(SCRIPT), "results", "learning_runs", "LunarLander-v3_1000000", "ppo", "seed0.json"
+    )
+    with open(committed) as f:
+        run = json.load(f)
+    ppo = learning.Task("LunarLander-v3", 1_000_000, learning.parse_contender("ppo"), 0, 20, 10, 20, 0.2)
+    assert run["contender"] == "ppo" and ppo.key() == run["key"]
+    envpool = replace(ppo, contender=learning.parse_contender("ppo@vec_env='envpool'"))
+    assert envpool.key() != ppo.key() and envpool.contender.kwargs == {"vec_env": "envpool"}
+    with pytest.raises(ValueError, match=r"bad override .*vec_env is one of \('lean', 'dummy', 'subproc', 'envpool'"):
+        learning.parse_contender("ppo@vec_env='pool'")

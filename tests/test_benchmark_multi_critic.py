@@ -35,6 +35,7 @@ def test_entries_are_rl_zoo3s(mc):
     lunar = dict(ours["mo-lunar-lander-v3"])
     assert lunar.pop("env_wrapper") == [{"sb3_xppo.zoo.linear_reward": {"weight": [1.0, 1.0, 0.3, 0.03]}}]
     assert lunar == zoo["LunarLander-v3"]
+    assert ours["sb3_xppo/LunarLanderGroups-v3"] == zoo["LunarLander-v3"]
     styles = dict(ours["sb3_xppo/TwoStylePendulum-v0"])
     assert styles.pop("n_timesteps") == 2 * zoo["Pendulum-v1"].pop("n_timesteps")
     assert styles == zoo["Pendulum-v1"]
@@ -53,10 +54,18 @@ def test_contenders(mc):
     assert balanced.kwargs == dict(reward_groups=["swing_up", "hang_down"], group_weights=[1.0, 1.0],
                                    normalize_groups=True, group_reduce="mean", max_grad_norm=1.0)  # fmt: skip
     assert balanced.config == mc.CONFIG and balanced.algo == "xppo"
+    pcgrad = mc.make_contender("mc-balanced-separate-vn-pcgrad", styles)
+    assert pcgrad.kwargs == dict(reward_groups=["swing_up", "hang_down"], group_weights=[1.0, 1.0], normalize_groups=True,
+                                 group_reduce="mean", policy_kwargs=dict(separate_critics=True), normalize_values=True,
+                                 group_gradients="pcgrad")  # fmt: skip
+    groups = mc.CAMPAIGNS["lunar-groups"]
+    assert groups.env_id == "sb3_xppo/LunarLanderGroups-v3" and groups.weights == lunar.weights
+    assert mc.make_contender("mc-scalarize-shared-pcgrad", groups).kwargs["group_gradients"] == "pcgrad"
     expert = mc.make_contender("expert-hang_down", styles)
     assert expert.kwargs["env_wrapper"] == [{"sb3_xppo.envs.two_style_pendulum.FixedStyle": {"style": 1}}]
     for name, campaign in [("mc-balanced", lunar), ("mc-mixed-shared", lunar), ("expert-outcome", lunar), ("ppo", styles),
-                           ("mc-balanced-shared-xx", lunar)]:  # fmt: skip
+                           ("mc-balanced-shared-xx", lunar), ("mc-balanced-shared-pcgrad-vn", lunar),
+                           ("mc-balanced-shared-vn-vn", lunar)]:  # fmt: skip
         with pytest.raises(ValueError, match="unknown contender"):
             mc.make_contender(name, campaign)
 
@@ -88,32 +97,39 @@ def test_lunar_run_records_the_diagnostics(mc):
 
 
 def test_styles_campaign_end_to_end(mc, tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("a\n<!-- multi_critic_styles start -->\nold\n<!-- multi_critic_styles end -->\nb\n")
     argv = ["--campaign", "styles", "--budget-scale", "0.001", "--seeds", "0", "1",
             "--contenders", "single,mc-balanced-shared",
             "--overrides", "@n_envs=2@n_steps=50@batch_size=50@n_epochs=1", "--n-evals", "1", "--eval-episodes", "1",
             "--final-episodes", "1", "--random-episodes", "2", "--bootstrap-reps", "50", "--out-dir", str(tmp_path),
-            "--readme", str(readme)]  # fmt: skip
+            "--question", "does it run?"]  # fmt: skip
     mc.main(argv)
-    with open(tmp_path / "multi_critic_styles.json") as f:
+    with open(tmp_path / "styles" / "report.json") as f:
         result = json.load(f)
     rows = result["summary"]["sb3_xppo/TwoStylePendulum-v0"]["contenders"]
     tiny = "@n_envs=2@n_steps=50@batch_size=50@n_epochs=1"  # (--overrides joins every name)
     assert set(rows) == {f"single{tiny}", f"mc-balanced-shared{tiny}"} and rows[f"single{tiny}"]["seeds"] == [0, 1]
     assert len(result["references"]["expert"]) == 2 and len(result["references"]["random"]) == 2
-    for run in result["runs"]:
-        assert run["final_mean"] == pytest.approx(min(run["normalized_per_style"]))
-    text = readme.read_text()
-    assert text.startswith("a\n<!-- multi_critic_styles start: written by") and text.endswith("end -->\nb\n")
-    assert f"| mc-balanced-shared{tiny} | 0,1 |" in text and "old" not in text
-    # a second call finds every run in the cache
-    mc.main([*argv, "--report-only"])
+    # the report names its runs, with the score each contributed; the cache holds them
+    for named in result["runs"]:
+        with open(tmp_path / named["file"]) as f:
+            run = json.load(f)
+        assert run["key"] == named["key"] and named["final_mean"] == pytest.approx(min(named_scores(result, named)))
+    text = (tmp_path / "styles" / "report.md").read_text()
+    assert "**Question:** does it run?" in text and f"| mc-balanced-shared{tiny} | 0,1 |" in text
+    assert (tmp_path / "styles" / "plot.png").stat().st_size > 0
+    # a second call finds every run in the cache, and keeps the question
+    mc.main([*argv[:-2], "--report-only"])
+    assert (tmp_path / "styles" / "report.md").read_text() == text
     # --name: a report of its own from the same cache, the campaign's left as it was
-    before = (tmp_path / "multi_critic_styles.md").read_text()
     mc.main([*argv[:-2], "--report-only", "--seeds", "1", "--name", "styles_seed1"])
-    assert "| 1 |" in (tmp_path / "multi_critic_styles_seed1.md").read_text()
-    assert (tmp_path / "multi_critic_styles.md").read_text() == before
+    assert "| 1 |" in (tmp_path / "styles_seed1" / "report.md").read_text()
+    assert (tmp_path / "styles" / "report.md").read_text() == text
+
+
+def named_scores(result: dict, named: dict) -> list[float]:
+    """The per-seed scores of the named run's contender in the report's summary, at its seed."""
+    row = result["summary"][named["env"]]["contenders"][named["contender"]]
+    return [row["final_per_seed"][row["seeds"].index(named["seed"])]]
 
 
 def test_contenders_value_weights(mc, tmp_path):

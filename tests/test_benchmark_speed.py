@@ -214,3 +214,33 @@ def test_contrib_comparison(speed, tmp_path, capsys, monkeypatch):
     with open(tmp_path / "c.json") as f:
         assert json.load(f)["contrib"][0]["name"] == names[0]
     assert "RecurrentXPPO / RecurrentPPO" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("vec_env", ["lean", "envpool"])
+def test_vec_env_rows(speed, tmp_path, vec_env):
+    """``<env>@<vec env>``: XPPO (and the env-only limit) on that VecEnv, PPO on SB3's make_vec_env; lean is still PPO."""
+    if vec_env == "envpool":
+        pytest.importorskip("envpool")
+    from sb3_xppo.vec_env import EnvPoolVecEnv, LeanVecEnv
+
+    built = []
+    real_run_learn = speed.run_learn
+
+    def spy(name, *args, **kwargs):
+        built.append((name, kwargs.get("vec_env")))
+        return real_run_learn(name, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(speed, "run_learn", spy)
+        row = f"CartPole-v1@{vec_env}"
+        record = speed.main(["--envs", row, "--rollouts", "1", "--reps", "1", "--out-dir", str(tmp_path), "--name", "v"])
+    (result,) = record["results"]
+    assert result["env"] == row and result["vec_env"] == vec_env and result["target"] == speed.TARGETS.get(row)
+    assert set(built) == {("PPO", None), ("XPPO", vec_env)}
+    assert result["bit_exact"] == (vec_env == "lean")  # EnvPool's CartPole is another implementation
+    env = speed.zoo_env("CartPole-v1", 0, str(tmp_path), vec_env)[1]
+    assert type(env) is {"lean": LeanVecEnv, "envpool": EnvPoolVecEnv}[vec_env]
+    env.close()
+    assert speed.TARGETS["LunarLander-v3@envpool"] == 2.5 and speed.TARGETS["LunarLander-v3@lean"] == 1.6
+    with pytest.raises(ValueError, match="bad row 'CartPole-v1@pool'"):
+        speed.main(["--envs", "CartPole-v1@pool", "--out-dir", str(tmp_path)])

@@ -10,6 +10,7 @@ from torch.distributions import Bernoulli, Categorical, Independent, Normal, Tan
 
 from sb3_xppo import DaggerDistiller, LossBreakdown, best_action, kl_loss, mse_loss, nll_loss
 from sb3_xppo.dagger_distill import cosine_alignment_loss
+from sb3_xppo.dagger_distill.objectives import logits_kl, reads_label
 
 # Two states, hand-picked parameters: every expected value below is worked out from these numbers
 S_LOGITS = th.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 0.0]])
@@ -386,3 +387,107 @@ def test_constructor_errors():
         DaggerDistiller(f, f).train()
     with pytest.raises(ValueError, match="elementwise loss with the batch"):
         DaggerDistiller(f, f, loss_fn=lambda s, t, a: (s.mean - a).square().mean())(th.randn(3, 1))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# KL from logits, the Categorical NLL as cross-entropy
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_logits_kl_by_hand():
+    # p = (1/2, 1/2) (logits 0, 0), q = (1/4, 3/4) (logits 0, log 3): KL(p || q) = 1/2 log 2 + 1/2 log(2/3) = 1/2 log(4/3)
+    half_log = 0.5 * math.log(4 / 3)
+    p, q = Categorical(logits=th.tensor([[0.0, 0.0]])), Categorical(logits=th.tensor([[0.0, math.log(3.0)]]))
+    assert logits_kl(p, q).item() == pytest.approx(half_log, rel=1e-6)
+    # The same two distributions as Bernoulli(1/2) and Bernoulli(3/4) (logits 0 and log 3)
+    p, q = Bernoulli(logits=th.tensor([0.0])), Bernoulli(logits=th.tensor([math.log(3.0)]))
+    assert logits_kl(p, q).item() == pytest.approx(half_log, rel=1e-6)
+    # KL(q || p) = 1/4 log(1/2) + 3/4 log(3/2)
+    assert logits_kl(q, p).item() == pytest.approx(0.25 * math.log(0.5) + 0.75 * math.log(1.5), rel=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_logits_kl_matches_torch_on_moderate_logits(reverse):
+    """Categorical (one and two batch dims), Bernoulli, Independent Bernoulli (SB3's MultiBinary): torch's closed forms."""
+    th.manual_seed(0)
+    a, b = 3 * th.randn(6, 2, 5), 3 * th.randn(6, 2, 5)
+    pairs = [
+        (Categorical(logits=a[:, 0]), Categorical(logits=b[:, 0])),
+        (Categorical(logits=a), Categorical(logits=b)),
+        (Bernoulli(logits=a[:, 0]), Bernoulli(logits=b[:, 0])),
+        (Independent(Bernoulli(logits=a), 2), Independent(Bernoulli(logits=b), 2)),
+    ]
+    for student, teacher in pairs:
+        ours = kl_loss(student, teacher, reverse=reverse)
+        p, q = (student, teacher) if reverse else (teacher, student)
+        theirs = th.distributions.kl_divergence(p, q)
+        assert ours.shape == theirs.shape
+        th.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_logits_kl_is_finite_and_nonnegative_on_extreme_logits():
+    # One-hot p on class 0 against q one-hot on class 1 (logits +-1e4): KL = log p_0 - log q_0 = 0 - (-2e4)
+    p_logits = th.tensor([[1e4, -1e4, 0.0], [-1e8, 0.0, 1e8], [50.0, 50.0, 50.0]], requires_grad=True)
+    q_logits = th.tensor([[-1e4, 1e4, 0.0], [0.0, -1e8, 3.0], [50.0, 50.0, 50.0]], requires_grad=True)
+    kl = logits_kl(Categorical(logits=p_logits), Categorical(logits=q_logits))
+    # Row 2: p = e_2, q_2 = 1 / (1 + e^-3) (e^-1e8 underflows): KL = log(1 + e^-3); row 3: equal distributions
+    th.testing.assert_close(kl.detach(), th.tensor([2e4, math.log1p(math.exp(-3.0)), 0.0]))
+    torch_kl = th.distributions.kl_divergence(Categorical(logits=p_logits), Categorical(logits=q_logits))
+    assert th.isinf(torch_kl[0])  # torch's, from the probabilities, overflows where ours does not
+    kl.sum().backward()
+    assert th.isfinite(p_logits.grad).all() and th.isfinite(q_logits.grad).all()
+
+    g = th.Generator().manual_seed(1)
+    for scale in (1e2, 1e4, 1e8, 1e30):
+        a, b = scale * th.randn(64, 4, generator=g), scale * th.randn(64, 4, generator=g)
+        for kl in (
+            logits_kl(Categorical(logits=a), Categorical(logits=b)),
+            logits_kl(Bernoulli(logits=a), Bernoulli(logits=b)),
+            logits_kl(Categorical(logits=a), Categorical(logits=a)),
+        ):
+            assert th.isfinite(kl).all() and (kl >= 0).all(), scale
+    # A class p cannot take (logit -inf) adds nothing; one q cannot take while p can is an infinite KL
+    masked = Categorical(logits=th.tensor([[0.0, -math.inf]]))
+    assert logits_kl(masked, Categorical(logits=th.tensor([[0.0, 5.0]]))).item() == pytest.approx(math.log1p(math.exp(5.0)))
+    assert logits_kl(Categorical(logits=th.tensor([[0.0, 0.0]])), masked).item() == math.inf
+    # Bernoulli with a logit of 40 (p rounds to 1 in float32) against 1e9: the (1 - p) term still counts
+    kl = logits_kl(Bernoulli(logits=th.tensor([40.0])), Bernoulli(logits=th.tensor([1e9])))
+    assert kl.item() == pytest.approx(math.exp(-40.0) * (1e9 - 40.0), rel=1e-4)
+
+
+def test_logits_kl_leaves_other_families_to_torch():
+    normal = Normal(th.zeros(2), th.ones(2))
+    assert logits_kl(normal, normal) is None
+    assert (
+        logits_kl(Independent(Bernoulli(logits=th.zeros(2, 3)), 1), Independent(Bernoulli(logits=th.zeros(2, 3, 1)), 2))
+        is None
+    )
+    assert logits_kl(Categorical(logits=th.zeros(2, 3)), Bernoulli(logits=th.zeros(2))) is None
+
+
+def test_categorical_nll_is_cross_entropy():
+    th.manual_seed(0)
+    logits = (5 * th.randn(7, 3, 4)).requires_grad_()
+    labels = th.randint(4, (7, 3))
+    loss = nll_loss(Categorical(logits=logits), None, labels)
+    # Independent references: -log_softmax gathered at the label, and torch's own -log_prob
+    gathered = -logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    th.testing.assert_close(loss, gathered)
+    th.testing.assert_close(loss, -Categorical(logits=logits).log_prob(labels))
+    (grad,) = th.autograd.grad(loss.sum(), logits)
+    (reference,) = th.autograd.grad(gathered.sum(), logits)
+    th.testing.assert_close(grad, reference)
+    # Labels as floats (a label_transform's output) are class indices too; extreme logits stay finite
+    th.testing.assert_close(nll_loss(Categorical(logits=logits), None, labels.float()), loss)
+    extreme = nll_loss(Categorical(logits=th.tensor([[1e8, -1e8]])), None, th.tensor([1]))
+    assert extreme.item() == pytest.approx(2e8)
+    with pytest.raises(ValueError, match=r"class index in \[0, 4\)"):
+        nll_loss(Categorical(logits=logits), None, th.full((7, 3), 4))
+    with pytest.raises(ValueError, match="class index"):
+        nll_loss(Categorical(logits=logits), None, th.full((7, 3), -1))
+
+
+def test_reads_label():
+    assert reads_label(nll_loss) and reads_label(lambda s, t, a: -s.log_prob(a))
+    assert not reads_label(kl_loss) and not reads_label(mse_loss)
+    assert not reads_label(functools.partial(kl_loss, reverse=True))

@@ -28,6 +28,7 @@ LAYERS = {
     "xppo": 4,
     "ppo_mask": 4,
     "ppo_recurrent": 4,
+    "ppo_mask_recurrent": 4,
     "dagger_distill": 5,
     "zoo": 6,
     "train": 7,

@@ -101,7 +101,7 @@ def test_config_ships_inside_the_package(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    assert set(zoo.CONFIG_PATHS) == {"xppo", "xppo_mask", "xppo_lstm"}
+    assert set(zoo.CONFIG_PATHS) == {"xppo", "xppo_mask", "xppo_lstm", "xppo_mask_lstm"}
     for algo, config_path in zoo.CONFIG_PATHS.items():
         assert config_path.name == f"{algo}.yml"
         assert (build_lib / "sb3_xppo" / "zoo_configs" / config_path.name).read_text() == config_path.read_text()
@@ -123,8 +123,8 @@ TUNED_FOR_XPPO = {
     # kept over xppo_recommended on ppo.yml's entry: the same final return, an earlier curve (learning_confirmation_zoo)
     "LunarLander-v3": LUNAR_LANDER_TUNING,
     "LunarLanderContinuous-v3": {**LUNAR_LANDER_TUNING, "learning_rate": "lin_3e-4"},
-    # value normalization with RPO (the first preset), confirmed on ppo.yml's entry (docs/guide/benchmarks.md,
-    # learning_confirmation_rpo)
+    # value normalization with RPO (the first preset), confirmed on ppo.yml's entry
+    # (benchmarks/results/confirmation_rpo/report.md)
     "Pendulum-v1": {"normalize_values": True, "policy_kwargs": "dict(rpo_alpha=0.5)"},
 }
 

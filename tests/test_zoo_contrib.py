@@ -1,5 +1,6 @@
-"""rl-zoo3 integration of MaskableXPPO (`xppo_mask`) and RecurrentXPPO (`xppo_lstm`): registration, the packaged
-configs, the optuna samplers, evaluation and `enjoy` with action masks, `python -m sb3_xppo.train/enjoy`."""
+"""rl-zoo3 integration of MaskableXPPO (`xppo_mask`), RecurrentXPPO (`xppo_lstm`) and MaskableRecurrentXPPO
+(`xppo_mask_lstm`): registration, the packaged configs, the optuna samplers, evaluation and `enjoy` with action masks,
+`python -m sb3_xppo.train/enjoy`."""
 
 from __future__ import annotations
 
@@ -26,12 +27,13 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 from test_zoo import PLAIN_KEYWORDS, run_module
 
-from sb3_xppo import MaskableXPPO, RecurrentXPPO, zoo
+from sb3_xppo import MaskableRecurrentXPPO, MaskableXPPO, RecurrentXPPO, zoo
 from sb3_xppo.enjoy import main as enjoy_main
-from sb3_xppo.envs import ACTION_NAMES, GRID_MAZE_ID
+from sb3_xppo.envs import ACTION_NAMES, GRID_MAZE_ID, MEMORY_MAZE_ID
 from sb3_xppo.train import main as train_main
 
 UP = ACTION_NAMES.index("up")
+DOWN = ACTION_NAMES.index("down")
 MAZE_RUN = Path("logs") / "xppo_mask" / "sb3_xppo-GridMaze-v0_1"
 MAZE_MODEL = MAZE_RUN / "sb3_xppo-GridMaze-v0.zip"
 
@@ -66,11 +68,14 @@ def test_register_makes_the_contrib_algorithms_known() -> None:
     for module in (rl_zoo3, rl_zoo3.utils, rl_zoo3.train, rl_zoo3.exp_manager, rl_zoo3.enjoy):
         assert module.ALGOS["xppo_mask"] is MaskableXPPO
         assert module.ALGOS["xppo_lstm"] is RecurrentXPPO
+        assert module.ALGOS["xppo_mask_lstm"] is MaskableRecurrentXPPO
         assert module.ALGOS["ppo_lstm"] is RecurrentPPO  # rl-zoo3's own untouched
     for module in (rl_zoo3.hyperparams_opt, rl_zoo3.exp_manager):
         # rl-zoo3 has no MaskablePPO sampler; MaskablePPO's keywords are PPO's
         assert module.HYPERPARAMS_SAMPLER["xppo_mask"] is zoo.sample_xppo_params
         assert module.HYPERPARAMS_SAMPLER["xppo_lstm"] is zoo.sample_xppo_lstm_params
+        assert module.HYPERPARAMS_SAMPLER["xppo_mask_lstm"] is zoo.sample_xppo_lstm_params
+        assert module.HYPERPARAMS_CONVERTER["xppo_mask_lstm"] is zoo.convert_xppo_params
         assert module.HYPERPARAMS_SAMPLER["ppo_lstm"] is rl_zoo3.hyperparams_opt.sample_ppo_lstm_params
         assert module.HYPERPARAMS_CONVERTER["xppo_mask"] is zoo.convert_xppo_params
         assert module.HYPERPARAMS_CONVERTER["xppo_lstm"] is zoo.convert_xppo_params
@@ -87,6 +92,12 @@ def test_lstm_config_is_rl_zoo3s_ppo_lstm_but_for_the_default_policy() -> None:
     assert load_config("xppo_lstm") == {**ppo_lstm, "default": {**ppo_lstm["default"], "policy": "MlpLstmPolicy"}}
 
 
+def test_mask_lstm_config_has_the_memory_maze() -> None:
+    config = load_config("xppo_mask_lstm")
+    assert set(config) == {"default", MEMORY_MAZE_ID}
+    assert config[MEMORY_MAZE_ID]["policy"] == "MlpLstmPolicy"
+
+
 def test_mask_config_has_the_maze() -> None:
     config = load_config("xppo_mask")
     assert set(config) == {"default", GRID_MAZE_ID}
@@ -101,6 +112,7 @@ def test_mask_config_has_the_maze() -> None:
         ("xppo_lstm", "MountainCar-v0"),  # no entry: rl-zoo3 uses 'default'
         ("xppo_mask", GRID_MAZE_ID),
         ("xppo_mask", "MountainCar-v0"),
+        ("xppo_mask_lstm", MEMORY_MAZE_ID),
     ],
 )
 def test_config_entries_build_through_rl_zoo3(algo: str, env_id: str, tmp_path: Path) -> None:
@@ -119,7 +131,8 @@ def test_config_entries_build_through_rl_zoo3(algo: str, env_id: str, tmp_path: 
         verbose=0,
     )
     model, _ = manager.setup_experiment()
-    assert type(model) is {"xppo_lstm": RecurrentXPPO, "xppo_mask": MaskableXPPO}[algo]
+    classes = {"xppo_lstm": RecurrentXPPO, "xppo_mask": MaskableXPPO, "xppo_mask_lstm": MaskableRecurrentXPPO}
+    assert type(model) is classes[algo]
     assert manager.n_timesteps == int(entry["n_timesteps"])
     assert model.n_envs == entry.get("n_envs", 1)
     for key in PLAIN_KEYWORDS:
@@ -131,7 +144,11 @@ def test_config_entries_build_through_rl_zoo3(algo: str, env_id: str, tmp_path: 
 
 @pytest.mark.parametrize(
     ("algo", "model_class", "env_id", "n_timesteps"),
-    [("xppo_lstm", RecurrentXPPO, "CartPoleNoVel-v1", 100_000), ("xppo_mask", MaskableXPPO, GRID_MAZE_ID, 10_000)],
+    [
+        ("xppo_lstm", RecurrentXPPO, "CartPoleNoVel-v1", 100_000),
+        ("xppo_mask", MaskableXPPO, GRID_MAZE_ID, 10_000),
+        ("xppo_mask_lstm", MaskableRecurrentXPPO, MEMORY_MAZE_ID, 16_384),
+    ],
 )
 def test_train_defaults(algo, model_class, env_id, n_timesteps, tmp_path, monkeypatch) -> None:
     managers: list[ExperimentManager] = []
@@ -265,3 +282,56 @@ def test_xppo_lstm_train_then_enjoy_from_a_temp_dir(tmp_path: Path, monkeypatch:
     out = capsys.readouterr().out
     assert f"Loading {model_path}" in out
     assert episode_lengths(out)
+
+
+# MaskableRecurrentXPPO (xppo_mask_lstm)
+
+
+def memory_maze_model_preferring_down() -> MaskableRecurrentXPPO:
+    """An untrained MaskableRecurrentXPPO that goes down wherever it may: an illegal first move without masks (the
+    start is a dead end), up and down the corridor until the time limit (30 steps, -0.30) with them."""
+    model = MaskableRecurrentXPPO(
+        "MlpLstmPolicy",
+        make_vec_env(MEMORY_MAZE_ID, n_envs=1, seed=0),
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        policy_kwargs=dict(net_arch=[16], lstm_hidden_size=8),
+        seed=0,
+        device="cpu",
+    )
+    prefer_action(model, DOWN)
+    return model
+
+
+def test_eval_callback_uses_the_masks_and_the_lstm_state_for_xppo_mask_lstm(tmp_path: Path) -> None:
+    def evaluate() -> tuple[list[float], list[int]]:
+        model = memory_maze_model_preferring_down()
+        eval_env = make_vec_env(MEMORY_MAZE_ID, n_envs=1, seed=1)
+        callback = EvalCallback(eval_env, n_eval_episodes=2, eval_freq=64, log_path=str(tmp_path))
+        model.learn(64, callback=callback)  # one evaluation, after the rollout
+        return [round(float(r), 6) for r in callback.evaluations_results[0]], list(callback.evaluations_length[0])
+
+    assert evaluate() == ([-1.0, -1.0], [1, 1])  # rl-zoo3 alone: an illegal first move
+    with zoo.masked_evaluation():
+        assert evaluate() == ([-0.3, -0.3], [30, 30])
+    assert "predict" in vars(MaskableRecurrentXPPO)  # its own method, put back
+    assert MaskableRecurrentXPPO.predict.__name__ == "predict"
+
+
+def test_xppo_mask_lstm_trains_and_enjoys_with_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """`python -m sb3_xppo.train --algo xppo_mask_lstm` on its default env (the memory maze), then `enjoy`."""
+    monkeypatch.chdir(tmp_path)
+    train_main(["--algo", "xppo_mask_lstm", "-n", "512", "--seed", "0", "--eval-freq", "256", "--eval-episodes", "2"])
+    run_dir = Path("logs") / "xppo_mask_lstm" / "sb3_xppo-MemoryMaze-v0_1"
+    with np.load(run_dir / "evaluations.npz") as evaluations:
+        assert len(evaluations["timesteps"]) == 2  # every 256 steps (rl-zoo3 divides --eval-freq by the 8 envs)
+    model_path = run_dir / "sb3_xppo-MemoryMaze-v0.zip"
+    model = MaskableRecurrentXPPO.load(model_path)
+    assert type(model) is MaskableRecurrentXPPO and model.num_timesteps == 512
+    prefer_action(model, DOWN)
+    model.save(model_path)
+    capsys.readouterr()
+    enjoy_main(["--algo", "xppo_mask_lstm", "-n", "60", "--no-render"])
+    # no illegal move: the time limit ends each episode
+    assert episode_lengths(capsys.readouterr().out) == [30, 30]

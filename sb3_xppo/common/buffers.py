@@ -1,12 +1,13 @@
 """
 Rollout buffers whose GAE reproduces SB3's loop bit for bit, with a two-op recurrence per step (:func:`rollout_gae`):
-SB3's plain and Dict buffers, and sb3-contrib's maskable and recurrent ones. The plain, Dict and maskable ones also
+SB3's plain and Dict buffers, sb3-contrib's maskable and recurrent ones, and the two combined (padded sequences with
+their action masks). The plain, Dict and maskable ones also
 take their minibatches from tensors over the rollout (:class:`TensorMinibatchMixin`): the same values, without a
 NumPy copy and a tensor copy per array and minibatch.
 """
 
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch as th
@@ -17,8 +18,9 @@ from sb3_contrib.common.maskable.buffers import (
     MaskableRolloutBufferSamples,
 )
 from sb3_contrib.common.recurrent.buffers import RecurrentDictRolloutBuffer, RecurrentRolloutBuffer
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
-from stable_baselines3.common.type_aliases import DictRolloutBufferSamples, RolloutBufferSamples
+from stable_baselines3.common.type_aliases import DictRolloutBufferSamples, RolloutBufferSamples, TensorDict
 from stable_baselines3.common.vec_env import VecNormalize
 
 # Up to this many recurrences per step (n_envs times reward groups), each runs as a loop over NumPy scalars; wider
@@ -292,3 +294,90 @@ class XPPORecurrentRolloutBuffer(XPPORolloutBufferMixin, RecurrentRolloutBuffer)
 
 class XPPORecurrentDictRolloutBuffer(XPPORolloutBufferMixin, RecurrentDictRolloutBuffer):
     """sb3-contrib's :class:`~sb3_contrib.common.recurrent.buffers.RecurrentDictRolloutBuffer` with :func:`rollout_gae`."""
+
+
+class MaskableRecurrentRolloutBufferSamples(NamedTuple):
+    """sb3-contrib's ``RecurrentRolloutBufferSamples`` with each step's action masks (padded sequences)."""
+
+    observations: th.Tensor
+    actions: th.Tensor
+    old_values: th.Tensor
+    old_log_prob: th.Tensor
+    advantages: th.Tensor
+    returns: th.Tensor
+    lstm_states: RNNStates
+    episode_starts: th.Tensor
+    mask: th.Tensor
+    action_masks: th.Tensor
+
+
+class MaskableRecurrentDictRolloutBufferSamples(NamedTuple):
+    """sb3-contrib's ``RecurrentDictRolloutBufferSamples`` with each step's action masks (padded sequences)."""
+
+    observations: TensorDict
+    actions: th.Tensor
+    old_values: th.Tensor
+    old_log_prob: th.Tensor
+    advantages: th.Tensor
+    returns: th.Tensor
+    lstm_states: RNNStates
+    episode_starts: th.Tensor
+    mask: th.Tensor
+    action_masks: th.Tensor
+
+
+class MaskedSequencesMixin:
+    """
+    sb3-contrib's recurrent buffer and its maskable buffer in one: put first, before a recurrent buffer that is followed
+    by the matching maskable one in the bases, e.g. ``(MaskedSequencesMixin, RecurrentRolloutBuffer,
+    MaskableRolloutBuffer)``. The maskable buffer's ``reset`` and ``add`` allocate and store the masks (``add(...,
+    action_masks=...)``; all ones when a step has none), the recurrent one's ``get`` cuts the rollout into padded
+    sequences; the masks are flattened and padded as every other array. A padded step's masks allow every action:
+    the padding is out of every mean, and a minibatch whose masks allow everything is evaluated without masking.
+    """
+
+    #: the minibatch's ``NamedTuple``: the recurrent buffer's fields, then ``action_masks``
+    samples_class: ClassVar[type]
+    action_masks: np.ndarray
+    mask_dims: int
+    generator_ready: bool
+    pad: Callable[..., th.Tensor]
+    swap_and_flatten: Callable[[np.ndarray], np.ndarray]
+
+    def get(self, batch_size: int | None = None) -> Generator[Any, None, None]:
+        """The recurrent buffer's minibatches (its sequences, its order), each with its steps' action masks."""
+        if not self.generator_ready:
+            # (n_steps, n_envs, mask_dims) -> (n_envs * n_steps, mask_dims), the order of the recurrent buffer's arrays
+            self.action_masks = self.swap_and_flatten(self.action_masks)
+        yield from super().get(batch_size)  # type: ignore[misc]
+
+    def _get_samples(self, batch_inds: np.ndarray, env_change: np.ndarray, env: VecNormalize | None = None) -> Any:
+        samples = super()._get_samples(batch_inds, env_change, env)  # type: ignore[misc]
+        # The recurrent buffer's _get_samples made self.pad for this minibatch's sequences
+        masks = self.pad(self.action_masks[batch_inds], padding_value=1.0).reshape(-1, self.mask_dims)
+        return self.samples_class(*samples, action_masks=masks)
+
+
+class XPPOMaskableRecurrentRolloutBuffer(
+    MaskedSequencesMixin, XPPORolloutBufferMixin, RecurrentRolloutBuffer, MaskableRolloutBuffer
+):
+    """
+    sb3-contrib's :class:`~sb3_contrib.common.recurrent.buffers.RecurrentRolloutBuffer` (LSTM states, padded
+    sequences) with the action masks of its
+    :class:`~sb3_contrib.common.maskable.buffers.MaskableRolloutBuffer` (:class:`MaskedSequencesMixin`) and
+    :func:`rollout_gae`.
+    """
+
+    samples_class = MaskableRecurrentRolloutBufferSamples
+
+
+class XPPOMaskableRecurrentDictRolloutBuffer(
+    MaskedSequencesMixin, XPPORolloutBufferMixin, RecurrentDictRolloutBuffer, MaskableDictRolloutBuffer
+):
+    """
+    sb3-contrib's :class:`~sb3_contrib.common.recurrent.buffers.RecurrentDictRolloutBuffer` with the action masks of
+    its :class:`~sb3_contrib.common.maskable.buffers.MaskableDictRolloutBuffer` (:class:`MaskedSequencesMixin`) and
+    :func:`rollout_gae`.
+    """
+
+    samples_class = MaskableRecurrentDictRolloutBufferSamples

@@ -86,18 +86,21 @@ UNCHECKED_BUILDERS: dict[type[Distribution], Callable[[Any, th.Tensor, Any, th.T
 }
 
 
-def unchecked_distribution(policy: Any, latent_pi: th.Tensor) -> Distribution | None:
+def unchecked_distribution(policy: Any, latent_pi: th.Tensor, action_dist: Distribution | None = None) -> Distribution | None:
     """
     The policy's action distribution for ``latent_pi``, as SB3's ``_get_action_dist_from_latent`` builds it, with the
     torch distribution's argument validation off.
 
     :param policy: an actor-critic policy (SB3's or sb3-contrib's, with ``action_net`` and ``action_dist``)
     :param latent_pi: the actor's latent features
-    :return: ``policy.action_dist`` holding the new distribution, or None when its class has no builder here (then
+    :param action_dist: the SB3 distribution object to build (None: ``policy.action_dist``), e.g. the maskable twin
+        of an LSTM policy's distribution, over the same ``action_net`` outputs
+    :return: that distribution object holding the new distribution, or None when its class has no builder here (then
         nothing was computed: build it the SB3 way)
     """
-    builder = UNCHECKED_BUILDERS.get(type(policy.action_dist))
+    action_dist = policy.action_dist if action_dist is None else action_dist
+    builder = UNCHECKED_BUILDERS.get(type(action_dist))
     if builder is None:
         return None
-    builder(policy.action_dist, policy.action_net(latent_pi), getattr(policy, "log_std", None), latent_pi)
-    return policy.action_dist
+    builder(action_dist, policy.action_net(latent_pi), getattr(policy, "log_std", None), latent_pi)
+    return action_dist

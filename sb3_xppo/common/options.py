@@ -30,6 +30,10 @@ CLIPPING_VALUE_LOSSES = ("sb3", "clipped", "improved")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
 #: ``group_value_weights`` by name (a list of ``G`` weights is the third form)
 GROUP_VALUE_WEIGHTS = ("equal", "squared")
+#: ``group_gradients``: how the actor's gradient of several reward groups is formed (None: from the combined advantages)
+GROUP_GRADIENTS = (None, "pcgrad")
+#: the ``group_reduce`` values that are a weighted sum of the groups' advantages, which ``group_gradients`` splits
+LINEAR_GROUP_REDUCES = ("mean", "sum")
 
 #: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
 #: ``checked`` holds PPO's ``clip_range``, ``clip_range_vf`` and ``normalize_advantage`` and the options declared
@@ -229,6 +233,31 @@ def check_group_value_weights(group_value_weights: Any, checked: Mapping[str, An
     return group_value_weights if isinstance(group_value_weights, str) else [float(w) for w in group_value_weights]
 
 
+def check_group_gradients(group_gradients: Any, checked: Mapping[str, Any]) -> str | None:
+    """
+    :param group_gradients: None, or ``'pcgrad'`` (PCGrad, Yu et al. 2020, arXiv:2001.06782): one actor loss per
+        reward group, whose gradients are projected off each other where they conflict before they are summed
+    :param checked: the options checked before (``reward_groups``, ``group_reduce``)
+    :return: the value
+    """
+    if group_gradients is None:
+        return None
+    if group_gradients not in GROUP_GRADIENTS:
+        raise ValueError(f"group_gradients must be one of {GROUP_GRADIENTS}, got {group_gradients!r}")
+    if checked["reward_groups"] is None:
+        raise ValueError(
+            "group_gradients='pcgrad' needs reward_groups (the number of reward groups or their names): it splits the "
+            "actor's loss by group"
+        )
+    if callable(checked["group_reduce"]) or checked["group_reduce"] not in LINEAR_GROUP_REDUCES:
+        raise ValueError(
+            f"group_gradients='pcgrad' needs group_reduce in {LINEAR_GROUP_REDUCES}, got {checked['group_reduce']!r}: "
+            "each group's actor loss takes that group's term of the combined advantage, and only a weighted sum (or "
+            "mean) of the groups' advantages is a sum of such terms"
+        )
+    return group_gradients
+
+
 def check_adaptive_kl_option(adaptive_kl: Any, checked: Mapping[str, Any]) -> dict[str, float] | None:
     return check_adaptive_kl(adaptive_kl)
 
@@ -384,6 +413,20 @@ XPPO_OPTIONS: dict[str, XPPOOption] = {
             "mode (``normalize_groups=False``) without ``normalize_values``, else ``'equal'`` "
             "(:func:`~sb3_xppo.common.options.resolve_group_value_weights`)",
             check_group_value_weights,
+        ),
+        XPPOOption(
+            "group_gradients",
+            None,
+            str | None,
+            "how the actor's gradient of several reward groups is formed: None (default) from the combined advantages; "
+            "``'pcgrad'``: one actor loss per group, on that group's term of the combined advantage (its "
+            "normalized advantage times its weight, over the weights' sum with ``group_reduce='mean'``; the terms sum "
+            "to the combined advantage), and the groups' gradients on the parameters their losses reach (the actor's, "
+            "and a shared trunk's) projected off each other where they conflict, then summed (PCGrad, Yu et al. 2020, "
+            "Gradient Surgery for Multi-Task Learning, arXiv:2001.06782; "
+            ":func:`~sb3_xppo.functional.pcgrad_combine`). Needs ``reward_groups`` and ``group_reduce`` ``'mean'`` or "
+            "``'sum'``; costs one backward pass through the actor per group; logs ``train/pcgrad_conflict_fraction``",
+            check_group_gradients,
         ),
         XPPOOption(
             "fast_paths",

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import MaskableDistribution, MaybeMasks, make_masked_proba_distribution
 from sb3_contrib.common.maskable.policies import (
     MaskableActorCriticCnnPolicy,
     MaskableActorCriticPolicy,
@@ -412,3 +413,131 @@ class RecurrentXPPOActorCriticCnnPolicy(XPPOPolicyMixin, RecurrentActorCriticCnn
 class RecurrentXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, RecurrentMultiInputActorCriticPolicy):
     """RecurrentXPPO's ``MultiInputLstmPolicy``: sb3-contrib's ``RecurrentMultiInputActorCriticPolicy`` with XPPO's
     options."""
+
+
+#: the action spaces an LSTM policy takes action masks for: their SB3 distribution and sb3-contrib's maskable one read
+#: the same ``action_net`` outputs (MultiBinary's do not: one logit per bit against two)
+MASKABLE_LSTM_ACTION_SPACES = (spaces.Discrete, spaces.MultiDiscrete)
+
+
+def all_actions_valid(action_masks: MaybeMasks) -> bool:
+    """Whether ``action_masks`` (None, or a bool / 0-1 array or tensor) allow every action."""
+    if action_masks is None:
+        return True
+    if isinstance(action_masks, th.Tensor):
+        return bool(action_masks.all())
+    return bool(np.all(action_masks))
+
+
+class ActionMaskingMixin:
+    """
+    Invalid-action masks for sb3-contrib's LSTM policies (Huang & Ontañón 2022, A Closer Look at Invalid Action Masking
+    in Policy Gradient Algorithms, https://arxiv.org/abs/2006.14171; sb3-contrib issues #80 and #101): put it first,
+    ``class MaskableRecurrentXPPOActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticPolicy)``.
+    ``forward``, ``get_distribution``, ``evaluate_actions`` and ``predict`` take ``action_masks`` as
+    ``MaskableActorCriticPolicy``'s do (one entry per action, ``True`` where allowed, the masks of a batch stacked).
+
+    Where some action is masked out, the action distribution is sb3-contrib's maskable one (``MaskableCategorical``:
+    a forbidden action gets the logit -1e8, a probability of 0); where the masks allow every action (or there are
+    none), it is the LSTM policy's own, so that with every action valid the policy is ``RecurrentActorCriticPolicy``
+    bit for bit (sb3-contrib's masking renormalizes the logits a second time, which moves the last bits). Both read
+    the same ``action_net`` outputs: Discrete and MultiDiscrete action spaces (``ValueError`` for others).
+    """
+
+    action_space: spaces.Space
+    action_net: nn.Module
+    validate_distributions: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: the masks the distributions of the running call are built with (set by the public methods' ``action_masks``)
+        self._action_masks: MaybeMasks = None
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.action_space, MASKABLE_LSTM_ACTION_SPACES):
+            raise ValueError(
+                f"{type(self).__name__} takes action masks for Discrete and MultiDiscrete action spaces, got "
+                f"{self.action_space}"
+            )
+        #: sb3-contrib's maskable distribution over the action net's outputs, for the calls with masks
+        self.masked_action_dist: MaskableDistribution = make_masked_proba_distribution(self.action_space)
+
+    @contextmanager
+    def _masked(self, action_masks: MaybeMasks) -> Iterator[None]:
+        """
+        The block's action distributions are built with ``action_masks``; None keeps the masks of an enclosing call
+        (``predict`` reaches ``get_distribution`` through the parent's ``_predict``, which passes none).
+        """
+        previous = self._action_masks
+        self._action_masks = previous if action_masks is None else action_masks
+        try:
+            yield
+        finally:
+            self._action_masks = previous
+
+    def _get_action_dist_from_latent(self, latent_pi: th.Tensor, *args: Any, **kwargs: Any) -> Distribution:
+        masks = self._action_masks
+        if all_actions_valid(masks):
+            return super()._get_action_dist_from_latent(latent_pi, *args, **kwargs)  # type: ignore[misc]
+        distribution = (
+            None if self.validate_distributions else unchecked_distribution(self, latent_pi, self.masked_action_dist)
+        )
+        if distribution is None:
+            distribution = self.masked_action_dist.proba_distribution(action_logits=self.action_net(latent_pi))
+        distribution.apply_masking(masks)  # type: ignore[attr-defined]
+        return distribution
+
+    def forward(
+        self,
+        obs: th.Tensor,
+        lstm_states: Any,
+        episode_starts: th.Tensor,
+        deterministic: bool = False,
+        action_masks: MaybeMasks = None,
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, Any]:
+        """``RecurrentActorCriticPolicy.forward``, the actions drawn among those ``action_masks`` allow."""
+        with self._masked(action_masks):
+            return super().forward(obs, lstm_states, episode_starts, deterministic)  # type: ignore[misc]
+
+    def get_distribution(
+        self,
+        obs: th.Tensor,
+        lstm_states: tuple[th.Tensor, th.Tensor],
+        episode_starts: th.Tensor,
+        action_masks: MaybeMasks = None,
+    ) -> tuple[Distribution, tuple[th.Tensor, ...]]:
+        """``RecurrentActorCriticPolicy.get_distribution``, masked by ``action_masks``."""
+        with self._masked(action_masks):
+            return super().get_distribution(obs, lstm_states, episode_starts)  # type: ignore[misc]
+
+    def evaluate_actions(
+        self, obs: th.Tensor, actions: th.Tensor, lstm_states: Any, episode_starts: th.Tensor, action_masks: MaybeMasks = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """``RecurrentActorCriticPolicy.evaluate_actions`` under the distribution masked by ``action_masks``."""
+        with self._masked(action_masks):
+            return super().evaluate_actions(obs, actions, lstm_states, episode_starts)  # type: ignore[misc]
+
+    def predict(
+        self,
+        observation: np.ndarray | dict[str, np.ndarray],
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+        action_masks: MaybeMasks = None,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        """
+        ``RecurrentActorCriticPolicy.predict``: the action and the next LSTM state, the action one ``action_masks``
+        allows (``(n_envs, mask size)``, or ``(mask size,)`` for a single observation).
+        """
+        with self._masked(action_masks):
+            return super().predict(observation, state, episode_start, deterministic)  # type: ignore[misc]
+
+
+class MaskableRecurrentXPPOActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticPolicy):
+    """MaskableRecurrentXPPO's ``MlpLstmPolicy``: RecurrentXPPO's ``MlpLstmPolicy`` with action masks."""
+
+
+class MaskableRecurrentXPPOActorCriticCnnPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticCnnPolicy):
+    """MaskableRecurrentXPPO's ``CnnLstmPolicy``: RecurrentXPPO's ``CnnLstmPolicy`` with action masks."""
+
+
+class MaskableRecurrentXPPOMultiInputActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOMultiInputActorCriticPolicy):
+    """MaskableRecurrentXPPO's ``MultiInputLstmPolicy``: RecurrentXPPO's ``MultiInputLstmPolicy`` with action masks."""

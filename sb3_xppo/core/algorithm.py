@@ -40,6 +40,7 @@ from sb3_xppo.common.finite import (
 )
 from sb3_xppo.common.grad_norms import split_parameters
 from sb3_xppo.common.options import (
+    check_group_gradients,
     check_log_ratio_clamp,
     check_normalize_advantage,
     resolve_group_value_weights,
@@ -50,6 +51,7 @@ from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import ClipRange, as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
 from sb3_xppo.core.fast_paths import trusted_policy_calls
+from sb3_xppo.core.gradient_surgery import pcgrad_group_loss
 from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import TrainRecord, minibatch_ratio_statistics
@@ -61,7 +63,7 @@ from sb3_xppo.functional import (
     ppo_actor_loss,
     spo_actor_loss,
 )
-from sb3_xppo.functional.masked import masked_zscore
+from sb3_xppo.functional.masked import EPS, masked_moments, masked_zscore
 from sb3_xppo.multi_critic.policies import MULTI_CRITIC_POLICIES, MultiCriticPolicyMixin
 from sb3_xppo.vec_env import LeanVecEnv
 
@@ -69,6 +71,8 @@ from sb3_xppo.vec_env import LeanVecEnv
 ActorLoss = Callable[[th.Tensor, th.Tensor, th.Tensor, "th.Tensor | None"], "tuple[th.Tensor, th.Tensor | None]"]
 #: ``hook(model, rollout_data, loss) -> loss``: called once per minibatch with the RL loss, returns the loss to optimise
 LossHook = Callable[[Any, RolloutBufferSamples, th.Tensor], th.Tensor]
+#: ``hook(model, rollout_data) -> loss or None``: an auxiliary loss whose gradient is projected off the RL loss's (PCGrad)
+AuxiliaryLossHook = Callable[[Any, RolloutBufferSamples], "th.Tensor | None"]
 
 
 def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) -> th.Tensor:
@@ -98,6 +102,29 @@ def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> t
     if value_losses.ndim == 0:  # (no sum of a single value loss: one more node in the graph, the same numbers)
         return value_losses
     return value_losses.sum() if weights is None else (value_losses * weights).sum()
+
+
+def zscore_group_terms(terms: th.Tensor, valid: th.Tensor | None = None, minibatch: bool = False) -> th.Tensor:
+    """
+    The groups' terms of the combined advantages normalized as the combined advantages are: each term minus its mean
+    over the (valid) samples, all divided by the spread of their sum; so the normalized terms sum to the z-scored
+    combined advantages (up to rounding).
+
+    :param terms: ``(batch, G)``
+    :param valid: ``(batch,)`` bool, or None (all count)
+    :param minibatch: PPO's per-minibatch form, ``/ (std + 1e-8)`` with the unbiased std (left as they are where fewer
+        than two samples count); else the rollout's, :func:`~sb3_xppo.functional.masked.masked_zscore`'s
+        ``/ sqrt(var + eps)`` with the population variance
+    :return: ``(batch, G)``
+    """
+    counted = terms if valid is None else terms[valid]
+    if minibatch and len(counted) <= 1:
+        return terms
+    centred = terms - counted.mean(0)
+    if minibatch:
+        return centred / (counted.sum(-1).std() + 1e-8)
+    _, var = masked_moments(counted.sum(-1))
+    return centred * th.rsqrt(var + EPS)
 
 
 class XPPOCoreMixin(XPPORolloutMixin):
@@ -168,7 +195,9 @@ class XPPOCoreMixin(XPPORolloutMixin):
     normalize_groups: bool
     vector_reward_key: str
     normalize_values: bool
+    group_gradients: str | None
     _loss_hooks: "OrderedDict[int, LossHook]"
+    _auxiliary_loss_hooks: "OrderedDict[int, AuxiliaryLossHook]"
 
     def _init_xppo(self, options: dict[str, Any]) -> None:
         """
@@ -179,12 +208,16 @@ class XPPOCoreMixin(XPPORolloutMixin):
         for name, value in options.items():
             setattr(self, name, value)
         self._loss_hooks = OrderedDict()
+        self._auxiliary_loss_hooks = OrderedDict()
         self._action_hooks = OrderedDict()
         self._learn_hooks = []
         if self.adaptive_kl is not None:
             warn_if_schedule_ignored(self.learning_rate)  # type: ignore[attr-defined]
 
     def _setup_model(self) -> None:
+        # load(..., group_gradients=...) sets the attribute unchecked
+        checked = {"reward_groups": self.reward_groups, "group_reduce": self.group_reduce}
+        self.group_gradients = check_group_gradients(self.group_gradients, checked)
         if self.reward_groups is not None:
             self._setup_multi_critic()
         if self.rollout_buffer_class is None and self.xppo_buffer_classes is not None:
@@ -202,6 +235,12 @@ class XPPOCoreMixin(XPPORolloutMixin):
         self.log_ratio_clamp = check_log_ratio_clamp(self.log_ratio_clamp)
         # load(..., adaptive_kl=...) sets the attribute unchecked
         self.adaptive_kl = check_adaptive_kl(self.adaptive_kl)
+        if self.group_gradients is not None and not getattr(self.rollout_buffer, "keeps_group_terms", False):
+            raise ValueError(
+                f"group_gradients={self.group_gradients!r} needs a multi-critic rollout buffer that keeps each group's "
+                "term of the advantages (sb3_xppo.multi_critic.MultiCriticBufferMixin, group_terms=True), got "
+                f"{type(self.rollout_buffer).__name__}"
+            )
         # A checkpoint saved before value normalization existed has no such attribute
         self.normalize_values = bool(getattr(self, "normalize_values", False))
         if self.normalize_values and isinstance(self.policy, XPPOPolicyMixin):
@@ -262,6 +301,10 @@ class XPPOCoreMixin(XPPORolloutMixin):
             "group_reduce": self.group_reduce,
             "normalize_groups": self.normalize_groups,
         }
+        # with group_gradients the minibatches' advantages are each group's term of the combined ones, (batch, G)
+        self.rollout_buffer_kwargs.pop("group_terms", None)  # (a loaded model's, whose option load() may change)
+        if self.group_gradients == "pcgrad":
+            self.rollout_buffer_kwargs["group_terms"] = True
 
     def register_loss_hook(self, hook: LossHook, until_learn_ends: bool = False) -> RemovableHandle:
         """
@@ -278,6 +321,23 @@ class XPPOCoreMixin(XPPORolloutMixin):
         """
         signature = "(model, rollout_data, loss) -> loss"
         return add_hook(self._loss_hooks, hook, signature, self._learn_hooks if until_learn_ends else None)
+
+    def register_auxiliary_loss_hook(self, hook: AuxiliaryLossHook, until_learn_ends: bool = False) -> RemovableHandle:
+        """
+        Add ``hook(model, rollout_data) -> loss or None`` to every minibatch of :meth:`train`: called once per
+        minibatch, after the loss hooks, it returns an auxiliary loss (or None for none this minibatch). The
+        auxiliary losses are summed, and their gradient is projected off the RL loss's gradient (the loss after the
+        loss hooks) where the two conflict, on the parameters the auxiliary loss reaches, then added (PCGrad, Yu et al.
+        2020, Gradient Surgery for Multi-Task Learning, arXiv:2001.06782; :func:`~sb3_xppo.functional.pcgrad_auxiliary`):
+        the RL gradient is kept whole. Logs ``train/pcgrad_auxiliary_conflict_fraction`` (the share of the minibatches
+        where the two conflicted). Costs a second backward pass. Runtime state, as the loss hooks.
+
+        :param hook: receives this model and the minibatch; returns the auxiliary loss (a scalar) or None
+        :param until_learn_ends: remove the hook when the running ``learn()`` returns or raises
+        :return: a handle whose ``remove()`` removes the hook
+        """
+        signature = "(model, rollout_data) -> loss or None"
+        return add_hook(self._auxiliary_loss_hooks, hook, signature, self._learn_hooks if until_learn_ends else None)
 
     @staticmethod
     def _wrap_env(env: Any, verbose: int = 0, monitor_wrapper: bool = True) -> VecEnv:
@@ -303,12 +363,14 @@ class XPPOCoreMixin(XPPORolloutMixin):
                 self._learn_hooks.pop().remove()
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_loss_hooks", "_action_hooks", "_learn_hooks"]  # type: ignore[misc]
+        excluded = ["_loss_hooks", "_auxiliary_loss_hooks", "_action_hooks", "_learn_hooks"]
+        return [*super()._excluded_save_params(), *excluded]  # type: ignore[misc]
 
     def __getstate__(self) -> dict[str, Any]:
         # Loss and action hooks are runtime state (usually closures over a callback): never pickled
         state = self.__dict__.copy()
         state["_loss_hooks"], state["_action_hooks"], state["_learn_hooks"] = OrderedDict(), OrderedDict(), []
+        state["_auxiliary_loss_hooks"] = OrderedDict()
         return state
 
     # --- what each algorithm overrides -------------------------------------------------------------------------------
@@ -358,6 +420,11 @@ class XPPOCoreMixin(XPPORolloutMixin):
 
         if self.normalize_advantage == "rollout":
             # Once per rollout, before the epochs: every minibatch sees the same statistics
+            if getattr(self.rollout_buffer, "keeps_group_terms", False):
+                # group_gradients: each group's term centred, all scaled by the combined advantages' spread
+                terms = th.as_tensor(self.rollout_buffer.group_terms)  # (n_steps, n_envs, G)
+                normalized = zscore_group_terms(terms.reshape(-1, terms.shape[-1])).reshape(terms.shape)
+                self.rollout_buffer.group_terms = normalized.numpy()
             self.rollout_buffer.advantages = masked_zscore(th.as_tensor(self.rollout_buffer.advantages)).numpy()
 
         snapshot = TrainingSnapshot(self, self.check_finite)  # type: ignore[arg-type]
@@ -397,6 +464,11 @@ class XPPOCoreMixin(XPPORolloutMixin):
         if self._log_grad_norms():
             for key, value in optimizer_step.log_values(record.grad_norms).items():
                 self.logger.record(key, value)
+        if record.group_conflicts:
+            self.logger.record("train/pcgrad_conflict_fraction", th.stack(record.group_conflicts).mean().item())
+        if optimizer_step.auxiliary_conflicts:
+            fraction = th.stack(optimizer_step.auxiliary_conflicts).float().mean().item()
+            self.logger.record("train/pcgrad_auxiliary_conflict_fraction", fraction)
         if self.adaptive_kl is not None:
             # the call went through: the rule's learning rate is the model's, for the next call and in a save
             self.adaptive_kl_lr = float(self.policy.optimizer.param_groups[0]["lr"])
@@ -422,6 +494,8 @@ class XPPOCoreMixin(XPPORolloutMixin):
         """
         actor_loss_fn = self._actor_loss_fn(clip_low, clip_high)
         value_weights = self._group_value_weight_tensor()
+        # group_gradients='pcgrad': the minibatches' advantages are the groups' terms (batch, G), one actor loss each
+        group_params = [p for p in self.policy.parameters() if p.requires_grad] if self.group_gradients else None
         # The buffer's observations were checked finite (check_finite), and so are the parameters a train() call keeps
         trusted = self.fast_paths and self.check_finite
         continue_training = True
@@ -443,8 +517,19 @@ class XPPOCoreMixin(XPPORolloutMixin):
 
                 if actor_loss_fn is None:  # SPO / HPO with an empty trust region: only the critic learns from this rollout
                     policy_loss, skipped = th.zeros((), device=log_prob.device), None
+                elif group_params is not None:
+                    # PCGrad over the groups' actor losses: the sum's value, the combined gradient (gradient_surgery.py)
+                    group_losses, group_skipped = zip(
+                        *(actor_loss_fn(log_prob, rollout_data.old_log_prob, terms, valid) for terms in advantages.unbind(-1)),
+                        strict=True,
+                    )
+                    policy_loss, conflicts = pcgrad_group_loss(group_losses, group_params)
+                    record.group_conflicts.append(conflicts)
+                    skipped = None if group_skipped[0] is None else th.stack(group_skipped).all()
                 else:
                     policy_loss, skipped = actor_loss_fn(log_prob, rollout_data.old_log_prob, advantages, valid)
+                if advantages.ndim == 2:
+                    advantages = advantages.sum(-1)  # (the combined advantages, for the ratio statistics)
                 # Reduced over the batch: a scalar, or (G,) one per reward group
                 value_losses = self._value_loss(values, rollout_data.old_values, rollout_data.returns, clip_range_vf, valid)
                 value_loss = reduce_value_losses(value_losses, value_weights)
@@ -471,10 +556,11 @@ class XPPOCoreMixin(XPPORolloutMixin):
 
                 for hook in list(self._loss_hooks.values()):  # (a hook may remove itself)
                     loss = hook(self, rollout_data, loss)
+                auxiliary = self._auxiliary_loss(rollout_data)
 
-                # Optimization step: zero_grad, backward, clip grad norm, step
-                grad_norm = optimizer_step.step(loss)
-                record.hooked_losses.append(loss.detach())
+                # Optimization step: zero_grad, backward (an auxiliary loss's gradient projected), clip grad norm, step
+                grad_norm = optimizer_step.step(loss, auxiliary)
+                record.hooked_losses.append(loss.detach() if auxiliary is None else (loss + auxiliary).detach())
                 record.grad_norms.append(grad_norm)
 
             self._n_updates += 1
@@ -483,6 +569,11 @@ class XPPOCoreMixin(XPPORolloutMixin):
             if not continue_training:
                 break
         record.loss = loss
+
+    def _auxiliary_loss(self, rollout_data: Any) -> th.Tensor | None:
+        """The sum of the auxiliary loss hooks' losses on this minibatch, None when there is none."""
+        losses = [loss for hook in list(self._auxiliary_loss_hooks.values()) if (loss := hook(self, rollout_data)) is not None]
+        return None if not losses else losses[0] if len(losses) == 1 else th.stack(losses).sum()
 
     def _update_learning_rate(self, optimizers: list[th.optim.Optimizer] | th.optim.Optimizer) -> None:
         # SB3's: the schedule's value, logged; with adaptive_kl the rule's current learning rate, which train() logs
@@ -574,12 +665,18 @@ class XPPOCoreMixin(XPPORolloutMixin):
         z-score (unbiased std; its statistics over the valid samples, as ``RecurrentPPO``), kept in that form for
         exact reproduction; a minibatch of one (valid) sample is left as is instead of becoming NaN.
 
-        :param advantages: ``(batch,)``
+        With ``group_gradients`` the advantages are the groups' terms ``(batch, G)``: each is centred on its own mean
+        and all are divided by the combined advantages' spread (:func:`zscore_group_terms`), so that they sum to the
+        z-scored combined advantages.
+
+        :param advantages: ``(batch,)``, or ``(batch, G)`` the groups' terms
         :param valid: ``(batch,)`` bool or None
-        :return: ``(batch,)``
+        :return: the same shape
         """
         if self.normalize_advantage != "minibatch":
             return advantages
+        if advantages.ndim == 2:
+            return zscore_group_terms(advantages, valid, minibatch=True)
         counted = advantages if valid is None else advantages[valid]
         if len(counted) <= 1:
             return advantages

@@ -12,6 +12,7 @@ from torch import nn
 
 from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms
 from sb3_xppo.core.fast_paths import FlatAdam
+from sb3_xppo.core.gradient_surgery import backward_with_auxiliary
 
 
 class OptimizerStep:
@@ -25,6 +26,9 @@ class OptimizerStep:
     - **Norm logging**: with ``parts``, each part's norm before clipping is kept for :meth:`log_values`.
     - **Fast path** (``fast``): the optimizer's part through :class:`~sb3_xppo.core.fast_paths.FlatAdam` when the
       optimizer is SB3's default Adam (one update over all parameters, the same bits); else torch's own calls.
+    - **Auxiliary loss** (``step(loss, auxiliary)``): its gradient projected off the loss's where they conflict
+      (PCGrad, Yu et al. 2020, :func:`~sb3_xppo.core.gradient_surgery.backward_with_auxiliary`) before the clipping;
+      whether they conflicted is kept in :attr:`auxiliary_conflicts`.
 
     Use it as a context manager around the epochs: the flat layout is undone on leaving, also on an exception.
 
@@ -52,6 +56,8 @@ class OptimizerStep:
         self.part_indices: list[list[int]] | None = None
         #: each step's part norms before clipping (with ``parts``)
         self.part_norms: list[th.Tensor] = []
+        #: of each step with an auxiliary loss: whether its gradient conflicted with the loss's (0-d bool tensors)
+        self.auxiliary_conflicts: list[th.Tensor] = []
 
     def __enter__(self) -> OptimizerStep:
         if self.fast:
@@ -65,18 +71,23 @@ class OptimizerStep:
             self.flat.close()
             self.flat = None
 
-    def step(self, loss: th.Tensor) -> th.Tensor:
+    def step(self, loss: th.Tensor, auxiliary: th.Tensor | None = None) -> th.Tensor:
         """
         ``zero_grad``, ``loss.backward()``, clip, ``step``.
 
         :param loss: the minibatch's loss
+        :param auxiliary: None, or a loss whose gradient is projected off ``loss``'s where they conflict, then added
         :return: the gradient norm before clipping
         """
         if self.flat is None:
             self.optimizer.zero_grad()
         else:
             self.flat.zero_grad()
-        loss.backward()
+        if auxiliary is None:
+            loss.backward()
+        else:
+            params = [p for p in self.policy.parameters() if p.requires_grad]
+            self.auxiliary_conflicts.append(backward_with_auxiliary(loss, auxiliary, params))
         norm = self._clip()
         if self.flat is None:
             self.optimizer.step()

@@ -32,6 +32,8 @@ class TrainRecord:
     grad_norms: list[th.Tensor] = field(default_factory=list)
     #: of each minibatch where ``min_advantage_std`` is on: whether it was skipped (a bool tensor)
     skipped: list[th.Tensor] = field(default_factory=list)
+    #: with ``group_gradients='pcgrad'``: the share of the pairs of groups whose actor gradients conflicted (0-d)
+    group_conflicts: list[th.Tensor] = field(default_factory=list)
     #: the last minibatch's loss
     loss: th.Tensor = field(default_factory=lambda: th.zeros(()))
 

@@ -12,7 +12,8 @@ XPPO's rollout: one ``collect_rollouts`` for :class:`~sb3_xppo.XPPO`, :class:`~s
   observation and the parameters are finite, its distributions built without argument validation; never around a
   callback or a hook. The same numbers either way.
 
-What differs between the three parents, how the policy is called, lives in a :class:`PolicyCalls` class per algorithm.
+What differs between the parents, how the policy is called, lives in a :class:`PolicyCalls` class per algorithm;
+:class:`MaskedRecurrentPolicyCalls` (``MaskableRecurrentXPPO``) is the masked and the recurrent ones combined.
 """
 
 from __future__ import annotations
@@ -58,11 +59,15 @@ class PolicyCalls:
 
     def act(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         """:return: ``(actions, values, log_probs)`` of the policy for the step's observation"""
-        return self.policy(obs)
+        return self.policy(obs, **self.mask_kwargs())
 
     def log_prob(self, obs: Any, actions: th.Tensor) -> th.Tensor:
         """The policy's log-probabilities of ``actions`` at this step (as :meth:`act` saw it)."""
-        return self.policy.get_distribution(obs).log_prob(actions)
+        return self.policy.get_distribution(obs, **self.mask_kwargs()).log_prob(actions)
+
+    def mask_kwargs(self) -> dict[str, Any]:
+        """The keywords that give the policy's calls this step's action masks (none here)."""
+        return {}
 
     def terminal_value(self, idx: int, terminal_obs: Any) -> th.Tensor:
         """The value of env ``idx``'s terminal observation, to bootstrap a truncated episode with."""
@@ -91,13 +96,13 @@ class MaskedPolicyCalls(PolicyCalls):
 
     def act(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         self.action_masks = get_action_masks(self.env) if self.use_masking else None
-        return self.policy(obs, action_masks=self.action_masks)
+        return super().act(obs)
 
-    def log_prob(self, obs: Any, actions: th.Tensor) -> th.Tensor:
-        return self.policy.get_distribution(obs, action_masks=self.action_masks).log_prob(actions)
+    def mask_kwargs(self) -> dict[str, Any]:
+        return {"action_masks": self.action_masks}
 
     def buffer_extras(self) -> dict[str, Any]:
-        return {"action_masks": self.action_masks}
+        return {**super().buffer_extras(), "action_masks": self.action_masks}
 
 
 class RecurrentPolicyCalls(PolicyCalls):
@@ -112,11 +117,13 @@ class RecurrentPolicyCalls(PolicyCalls):
     def act(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         self.input_states = self.lstm_states
         self.episode_starts = th.tensor(self.model._last_episode_starts, dtype=th.float32, device=self.device)
-        actions, values, log_probs, self.lstm_states = self.policy(obs, self.lstm_states, self.episode_starts)
+        actions, values, log_probs, self.lstm_states = self.policy(
+            obs, self.lstm_states, self.episode_starts, **self.mask_kwargs()
+        )
         return actions, values, log_probs
 
     def log_prob(self, obs: Any, actions: th.Tensor) -> th.Tensor:
-        distribution, _ = self.policy.get_distribution(obs, self.input_states.pi, self.episode_starts)
+        distribution, _ = self.policy.get_distribution(obs, self.input_states.pi, self.episode_starts, **self.mask_kwargs())
         return distribution.log_prob(actions)
 
     def terminal_value(self, idx: int, terminal_obs: Any) -> th.Tensor:
@@ -131,10 +138,18 @@ class RecurrentPolicyCalls(PolicyCalls):
         return self.policy.predict_values(obs_as_tensor(new_obs, self.device), self.lstm_states.vf, episode_starts)
 
     def buffer_extras(self) -> dict[str, Any]:
-        return {"lstm_states": self.model._last_lstm_states}
+        return {**super().buffer_extras(), "lstm_states": self.model._last_lstm_states}
 
     def end_step(self) -> None:
         self.model._last_lstm_states = self.lstm_states
+
+
+class MaskedRecurrentPolicyCalls(MaskedPolicyCalls, RecurrentPolicyCalls):
+    """
+    How MaskableRecurrentXPPO's rollout calls its policy: each step's action masks from the env (``use_masking``,
+    :class:`MaskedPolicyCalls`) given to the LSTM policy, whose states are carried from step to step
+    (:class:`RecurrentPolicyCalls`); the buffer stores both.
+    """
 
 
 class XPPORolloutMixin:

@@ -5,9 +5,10 @@ Checkpoint-to-checkpoint DAgger distillation (Ross et al. 2011, https://arxiv.or
     python -m sb3_xppo.dagger_distill --teacher T.zip --student-algo ppo --env ENV --timesteps N --out OUT.zip
 
 Pure DAgger, no RL: the student acts, the teacher labels every visited state, the student fits the aggregated
-dataset with its own optimizer. OUT is saved by the student's own class, so ``PPO.load(OUT)`` (or SAC, A2C, ...)
-continues with stock Stable-Baselines3. A progress bar shows the loss and the agreement; a final evaluation compares
-the teacher's and the student's returns.
+dataset with its own optimizer. ``--pretrain-steps N`` first lets the teacher act for N vector steps and fits the
+student to those states once (behaviour cloning, :meth:`~sb3_xppo.dagger_distill.DaggerDistiller.pretrain`). OUT is
+saved by the student's own class, so ``PPO.load(OUT)`` (or SAC, A2C, ...) continues with stock Stable-Baselines3. A
+progress bar shows the loss and the agreement; a final evaluation compares the teacher's and the student's returns.
 
 The student's class comes from ``--student-algo`` or, for ``--student``, from the checkpoint (its policy class and
 saved options): RecurrentPPO / RecurrentXPPO students (``ppo_lstm``, ``xppo_lstm``) store with each visited state the
@@ -57,6 +58,7 @@ from sb3_xppo.dagger_distill.teacher_obs import (
     select_space,
     teacher_obs_keys,
 )
+from sb3_xppo.ppo_mask_recurrent import evaluate_policy as evaluate_masked_recurrent
 
 LOSSES: dict[str, Objective] = {
     "nll": nll_loss,
@@ -83,7 +85,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--student-algo",
         default=None,
-        help="algorithm of a fresh student (ppo, a2c, xppo, trpo, ppo_mask, xppo_mask, ppo_lstm, xppo_lstm, sac, td3), "
+        help="algorithm of a fresh student (ppo, a2c, xppo, trpo, ppo_mask, xppo_mask, ppo_lstm, xppo_lstm, xppo_mask_lstm, "
+        "sac, td3), "
         "or of --student (default: inferred from the checkpoint)",
     )
     parser.add_argument(
@@ -124,6 +127,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: the student's)")
     parser.add_argument("--buffer-size", type=int, default=100_000, help="size of the aggregated dataset")
     parser.add_argument("--beta", type=float, default=0.0, help="probability of executing the teacher's action")
+    parser.add_argument(
+        "--pretrain-steps",
+        type=int,
+        default=0,
+        help="vector steps of a behaviour-cloning warm-up before DAgger: the teacher acts, then one fit of --epochs "
+        "passes (not counted in --timesteps)",
+    )
     parser.add_argument("--teacher-obs-keys", nargs="+", default=None, help="keys of a Dict observation the teacher reads")
     parser.add_argument("--eval-episodes", type=int, default=10, help="episodes of the final evaluation (0: none)")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
@@ -251,18 +261,37 @@ class ZooSettings:
         return venv if vec_wrapper is None else vec_wrapper(venv)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """A ``ValueError`` for a count out of range, before anything is built."""
+    for name in ("n_envs", "timesteps", "collect_steps", "epochs", "batch_size", "buffer_size", "pretrain_steps"):
+        low = 0 if name == "pretrain_steps" else 1
+        if getattr(args, name) < low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+
+
+def _pretrain(distiller: DaggerDistiller, args: argparse.Namespace) -> int:
+    """The behaviour-cloning warm-up of ``--pretrain-steps`` (``--epochs`` passes): the states it collected."""
+    if args.pretrain_steps == 0:
+        return 0
+    warm = distiller.pretrain(args.pretrain_steps, epochs=args.epochs)
+    print(
+        f"pretrained on {int(warm['collected'])} states of the teacher's rollout: loss {warm['loss']:.3f}, agreement "
+        f"{warm['agreement']:.2f} before the fit, {warm['train_agreement']:.2f} during it"
+    )
+    return int(warm["collected"])
+
+
 def distill(args: argparse.Namespace) -> dict[str, float]:
     """
     Run the distillation the arguments describe, save the student, evaluate both.
 
     :param args: parsed arguments (see :func:`parse_args`)
-    :return: ``collected`` steps, final ``loss`` and ``agreement``, the share of ``forbidden_labels`` (teacher labels
+    :return: ``collected`` steps (DAgger's; the warm-up's are ``pretrain_collected``), final ``loss`` and
+        ``agreement``, the share of ``forbidden_labels`` (teacher labels
         a maskable student's masks forbid; 0 for other students), and the mean evaluation returns
         ``teacher_return`` and ``student_return`` (NaN without evaluation)
     """
-    for name in ("n_envs", "timesteps", "collect_steps", "epochs", "batch_size", "buffer_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    _check_counts(args)
     if args.student is None and args.student_algo is None:
         raise ValueError("pass --student S.zip (a checkpoint to distill into) or --student-algo ALGO (a fresh student)")
     set_random_seed(args.seed)
@@ -334,6 +363,7 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         device=student.device,
     )
     teacher.policy.set_training_mode(False)
+    pretrain_collected = _pretrain(distiller, args)
     collected, stats = 0, {"loss": math.nan, "agreement": math.nan, "forbidden_labels": math.nan}
     forbidden = 0.0
     with tqdm(total=args.timesteps, unit="step", disable=args.no_progress_bar, desc="DAgger") as bar:
@@ -346,19 +376,28 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
             stats = {"loss": out["loss"], "agreement": out["agreement"], "forbidden_labels": forbidden / collected}
             bar.update(int(out["collected"]))
             bar.set_postfix(loss=f"{out['loss']:.3f}", agreement=f"{out['agreement']:.2f}")
-    student.num_timesteps += collected
+    student.num_timesteps += collected + pretrain_collected
     student.save(args.out)
     print(f"saved the student ({type(student).__name__}) to {args.out} after {collected} steps")
     if is_maskable(student.policy):
         print(f"{stats['forbidden_labels']:.1%} of the teacher's labels were actions the masks forbid (not fitted)")
 
-    result = dict(collected=float(collected), **stats, teacher_return=math.nan, student_return=math.nan)
+    result = dict(
+        collected=float(collected),
+        pretrain_collected=float(pretrain_collected),
+        **stats,
+        teacher_return=math.nan,
+        student_return=math.nan,
+    )
     if args.eval_episodes > 0:
         eval_env = zoo.make_env(args.env, 1, args.seed + 1000)
         returns: dict[str, tuple[float, float]] = {}
         for name, model in (("teacher", _TeacherPredictor(teacher, teacher_obs)), ("student", student)):
-            # A maskable student acts with the env's masks, as it was trained to
-            evaluate: Any = evaluate_masked_policy if name == "student" and is_maskable(student.policy) else evaluate_policy
+            # A maskable student acts with the env's masks, as it was trained to (and a recurrent one carries its LSTM
+            # state, which sb3-contrib's masked evaluate_policy drops)
+            evaluate: Any = evaluate_policy
+            if name == "student" and is_maskable(student.policy):
+                evaluate = evaluate_masked_recurrent if is_recurrent(student.policy) else evaluate_masked_policy
             mean, std = evaluate(model, eval_env, n_eval_episodes=args.eval_episodes)
             returns[name] = (float(mean), float(std))  # type: ignore[arg-type]  # floats without return_episode_rewards
         print(f"{'':8} {'mean return':>12} {'std':>8}   ({args.eval_episodes} episodes, deterministic)")

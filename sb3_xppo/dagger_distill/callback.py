@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
@@ -24,7 +26,7 @@ from torch.utils.hooks import RemovableHandle
 from sb3_xppo.dagger_distill.actions import action_clipper, same_action_space, tree_to_action
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
-from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_number, _resolve_layer
+from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput, _check_count, _check_number, _resolve_layer
 from sb3_xppo.dagger_distill.masks import actions_allowed, mask_size
 from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
 from sb3_xppo.dagger_distill.patching import StudentPatch
@@ -37,7 +39,16 @@ from sb3_xppo.dagger_distill.policy_input import (
     is_recurrent,
     obs_of,
 )
-from sb3_xppo.dagger_distill.pytree import Tree, batch_size_of, best_action, check_finite_states, tree_leaves, tree_map
+from sb3_xppo.dagger_distill.pytree import (
+    Tree,
+    batch_size_of,
+    best_action,
+    check_finite_states,
+    rows_finite,
+    sample_action,
+    tree_leaves,
+    tree_map,
+)
 from sb3_xppo.dagger_distill.teacher_obs import (
     ObsKeys,
     TeacherObs,
@@ -90,6 +101,16 @@ class DaggerCallback(BaseCallback):
 
     ``beta`` executes the teacher's action instead of the student's with that probability (DAgger's mixture
     policy); the log-probabilities PPO stores are the student's own of the executed actions, so its ratios stay valid.
+
+    **Behaviour-cloning warm-up** (``pretrain_steps=N``). At the start of the first ``learn()`` on a student, before any
+    rollout, the teacher acts alone in the model's own env for ``N`` vector steps (the student's actions are not
+    executed, except where the teacher's action is not finite or the student's masks forbid it); each state joins the
+    dataset as a rollout's would (with a recurrent student's LSTM state, advanced by its actor without acting), and the
+    student takes ``ceil(N * n_envs * n_epochs / batch_size)`` gradient steps on the dataset at its optimizer's own
+    learning rate (not scaled by ``weight``), whatever its RL algorithm. The env is then reset (as ``learn()`` resets
+    it) so RL starts on fresh episodes: ``_last_obs`` and the episode starts are the reset's, a recurrent student's
+    LSTM state is as before. The env's ``Monitor`` sees the teacher's episodes (and must allow early resets, as
+    ``make_vec_env``'s does); the model's ``num_timesteps`` and episode statistics do not count these steps.
 
     **How the student is steered.** From ``on_training_start`` to ``on_training_end``, by one action hook,
     ``hook(model, obs, actions, action_masks) -> actions or None`` (beta), and for loss-hook students the loss hook:
@@ -146,6 +167,12 @@ class DaggerCallback(BaseCallback):
     :param teacher_layer: the teacher's layer (a name in the teacher's policy, or a module)
     :param rep_align_weight: weight of the alignment loss
     :param rep_align_projector: None (identity), True (a linear map trained with the student) or a module
+    :param gradient_surgery: loss-hook students only: the distillation loss's gradient is projected off the RL loss's
+        where the two conflict, then added (PCGrad, Yu et al. 2020, Gradient Surgery for Multi-Task Learning,
+        arXiv:2001.06782; :func:`~sb3_xppo.functional.pcgrad_auxiliary`), through the student's
+        ``register_auxiliary_loss_hook``: the RL gradient is kept whole. A stock SB3 student is refused
+        (``ValueError``): its distillation steps are taken apart from its RL updates, so no RL gradient shares them
+    :param pretrain_steps: vector steps of the teacher's behaviour-cloning warm-up before RL starts (0: none)
     :param verbose: verbosity level
     """
 
@@ -177,6 +204,8 @@ class DaggerCallback(BaseCallback):
         teacher_layer: str | nn.Module | None = None,
         rep_align_weight: float = 1.0,
         rep_align_projector: bool | nn.Module | None = None,
+        gradient_surgery: bool = False,
+        pretrain_steps: int = 0,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -187,6 +216,9 @@ class DaggerCallback(BaseCallback):
             if not callable(schedule):
                 _check_number(name, schedule, low=0.0, high=1.0 if name == "beta" else None)
         _check_number("rl_coef", rl_coef, low=0.0)
+        if not isinstance(gradient_surgery, (bool, np.bool_)):
+            raise ValueError(f"gradient_surgery must be True or False, got {gradient_surgery!r}")
+        _check_count("pretrain_steps", pretrain_steps, low=0)
         sizes: dict[str, Any] = dict(buffer_size=buffer_size, batch_size=batch_size, gradient_steps=gradient_steps)
         for name, size in sizes.items():
             if size is not None and (not isinstance(size, int) or size < 1):
@@ -222,6 +254,7 @@ class DaggerCallback(BaseCallback):
         self.weight = FloatSchedule(weight)
         self.beta = FloatSchedule(beta)
         self.rl_coef = float(rl_coef)
+        self.gradient_surgery = bool(gradient_surgery)
         self.batch_size = batch_size
         self.gradient_steps = gradient_steps
         self.teacher_obs_keys = teacher_obs_keys
@@ -231,6 +264,8 @@ class DaggerCallback(BaseCallback):
         self.student_layer = student_layer
         self.rep_align_weight = rep_align_weight
         self.rep_align_projector = rep_align_projector
+        self.pretrain_steps = int(pretrain_steps)
+        self._pretrained = False  # the warm-up runs once per student
         self.dataset = AggregatedDataset(buffer_size)
         self.distiller: DaggerDistiller | None = None
         self._pending = 0  # states added since the last distillation round
@@ -275,6 +310,7 @@ class DaggerCallback(BaseCallback):
         if self.distiller is not None:  # another model (or env): its states are not this student's
             self.dataset = AggregatedDataset(self.dataset.capacity)
             self._pending = 0
+            self._pretrained = False
         self._raw_space = raw_space
         off_policy = isinstance(model, OffPolicyAlgorithm)
         if off_policy and not hasattr(policy, "actor"):
@@ -288,6 +324,12 @@ class DaggerCallback(BaseCallback):
             raise ValueError(
                 f"rl_coef={self.rl_coef} needs a student with a loss hook (sb3_xppo.XPPO); {type(model).__name__} "
                 "trains on its own RL loss, so only rl_coef=1 applies (or distill with python -m sb3_xppo.dagger_distill)"
+            )
+        if self.gradient_surgery and not hasattr(model, "register_auxiliary_loss_hook"):
+            raise ValueError(
+                f"gradient_surgery=True needs a student of the XPPO family (sb3_xppo.XPPO, MaskableXPPO, ...), whose "
+                f"train() adds the distillation loss to each RL minibatch; {type(model).__name__} takes the callback's "
+                "distillation steps apart from its RL updates, so no RL gradient shares them to project off"
             )
         space = model.action_space
         if self.teacher_policy is not None:
@@ -380,24 +422,30 @@ class DaggerCallback(BaseCallback):
 
     def _on_training_start(self) -> None:
         self._update_schedules()
+        if self.pretrain_steps > 0 and not self._pretrained:
+            self._pretrain()
         self._attach()
 
     def _on_step(self) -> bool:
         self._check_own_learn()
         # The observation the student just acted on (SB3 updates _last_obs after the callback), checked on arrival
-        cpu = th.device("cpu")
         masks, self._step_masks = self._step_masks, None
+        self._add_state(masks)
+        # The observation that just arrived, before the policy or the dataset uses it
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()
+        self._check_arrival(self.locals.get("new_obs"))
+        return True
+
+    def _add_state(self, masks: np.ndarray | None) -> None:
+        """Store the state the student is about to act in (the model's ``_last_obs``, with the raw teacher observation)."""
+        cpu = th.device("cpu")
         fields = dict(states=self._student_input(obs_as_tensor(self.model._last_obs, cpu), masks))
         if self._store_teacher_states:
             raw = self._teacher_raw if self._raw_obs is not None else self.model._last_obs
             fields["teacher_states"] = self._teacher_obs(raw, cpu)
         self.dataset.add(**fields)
         self._pending += self.training_env.num_envs
-        # The observation that just arrived, before the policy or the dataset uses it
-        if self._raw_obs is not None:
-            self._teacher_raw = self._raw_obs()
-        self._check_arrival(self.locals.get("new_obs"))
-        return True
 
     def _check_arrival(self, obs: Any) -> None:
         """A ``ValueError`` for a non-finite observation (the student's, and the raw one the teacher reads)."""
@@ -459,10 +507,14 @@ class DaggerCallback(BaseCallback):
         steps = self.gradient_steps
         if steps is None:
             steps = math.ceil(pending * self._epochs / self._batch_size)
+        self._fit(steps, self._weight_now)
+
+    def _fit(self, steps: int, lr_scale: float) -> None:
+        """``steps`` gradient steps of the distillation loss on the student's optimizer, its learning rate scaled."""
         policy, optimizer = self.model.policy, self._optimizer
         lrs = [group["lr"] for group in optimizer.param_groups]
         for group in optimizer.param_groups:
-            group["lr"] *= self._weight_now
+            group["lr"] *= lr_scale
         # PPO's and A2C's gradient clipping; TRPO stores 0 (its actor steps are not gradient steps): no clipping
         max_grad_norm = getattr(self.model, "max_grad_norm", None) or None
         policy.set_training_mode(True)
@@ -483,6 +535,68 @@ class DaggerCallback(BaseCallback):
                 group["lr"] = lr
             policy.set_training_mode(False)
 
+    def _pretrain(self) -> None:
+        """
+        The behaviour-cloning warm-up (``pretrain_steps``, see the class docstring): the teacher acts in the model's env,
+        every state joins the dataset, one fit, then the env is reset.
+        """
+        model, env = self.model, self.training_env
+        recurrent_states = getattr(model, "_last_lstm_states", None)
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()
+        self._check_arrival(model._last_obs)
+        for _ in range(self.pretrain_steps):
+            masks = get_action_masks(env) if self._masked and is_masking_supported(env) else None
+            self._add_state(masks)
+            obs = obs_as_tensor(model._last_obs, model.device)
+            actions = self._pretrain_actions(obs, masks)
+            if self._recurrent:  # the LSTM state the student would carry to the next observation
+                starts = th.as_tensor(model._last_episode_starts, dtype=th.float32, device=model.device)
+                with th.no_grad():
+                    _, pi = model.policy.get_distribution(obs, model._last_lstm_states.pi, starts)
+                model._last_lstm_states = RNNStates(pi, model._last_lstm_states.vf)
+            new_obs, _, dones, _ = env.step(actions)
+            model._last_obs, model._last_episode_starts = new_obs, dones
+            if self._raw_obs is not None:
+                self._teacher_raw = self._raw_obs()
+            self._check_arrival(new_obs)
+        # RL starts on fresh episodes, as learn() starts them
+        model._last_obs = env.reset()
+        model._last_episode_starts = np.ones((env.num_envs,), dtype=bool)
+        if model._vec_normalize_env is not None:
+            model._last_original_obs = model._vec_normalize_env.get_original_obs()
+        if recurrent_states is not None:
+            model._last_lstm_states = recurrent_states
+        if self._raw_obs is not None:
+            self._teacher_raw = self._raw_obs()
+        self._pretrained = True
+        states, self._pending = self._pending, 0
+        steps = math.ceil(states * self._epochs / self._batch_size)
+        self._fit(steps, 1.0)
+        self.logger.record("distill/pretrain_states", states)
+        if self.verbose >= 1:
+            print(f"DaggerCallback: pretrained on {states} states of the teacher's rollout ({steps} gradient steps)")
+
+    def _pretrain_actions(self, obs: Tree, masks: np.ndarray | None) -> np.ndarray:
+        """
+        The teacher's best actions (env format, Box actions clipped) for the warm-up, the student's sampled action where
+        the teacher's is not finite or ``masks`` forbid it.
+        """
+        space = self.model.action_space
+        with th.no_grad():
+            actions = self._teacher_actions(obs, masks)
+            usable = rows_finite(actions, actions.shape[0])
+            if masks is not None:
+                usable &= actions_allowed(masks, actions, space)
+            if not bool(usable.all()):
+                student = sample_action(self._student(self._student_input(obs, masks)))
+                student = tree_to_action(student, space).to(actions.dtype).reshape(actions.shape)
+                actions = th.where(usable.reshape(-1, *([1] * (actions.ndim - 1))), actions, student)
+        actions_np = actions.cpu().numpy()
+        if isinstance(space, spaces.Box):
+            actions_np = np.clip(actions_np, space.low, space.high)
+        return actions_np
+
     def _loss_hook(self, model: BaseAlgorithm, rollout_data: RolloutBufferSamples, loss: th.Tensor) -> th.Tensor:
         """
         XPPO's loss hook: ``rl_coef * rl_loss + weight * distill_loss`` on a minibatch of the aggregated dataset; the
@@ -493,12 +607,26 @@ class DaggerCallback(BaseCallback):
         # The projector's gradient of the previous minibatch is complete now (XPPO stepped its own optimizer)
         self._step_projector()
         rl_loss = loss if self.rl_coef == 1.0 else self.rl_coef * loss
+        if self.gradient_surgery:
+            return rl_loss  # the distillation loss comes through the auxiliary loss hook
+        distill_loss = self._weighted_distill_loss(len(rollout_data.advantages))
+        return rl_loss if distill_loss is None else rl_loss + distill_loss
+
+    def _auxiliary_loss_hook(self, model: BaseAlgorithm, rollout_data: RolloutBufferSamples) -> th.Tensor | None:
+        """
+        ``gradient_surgery``: XPPO's auxiliary loss hook, ``weight * distill_loss``, whose gradient XPPO projects off
+        the RL loss's where they conflict (after :meth:`_loss_hook` on the same minibatch); None outside its learn().
+        """
+        return self._weighted_distill_loss(len(rollout_data.advantages)) if self._in_learn(model) else None
+
+    def _weighted_distill_loss(self, batch_size: int) -> th.Tensor | None:
+        """``weight * distill_loss`` on a minibatch of the aggregated dataset, or None (weight 0, no usable label)."""
         if self._weight_now == 0 or len(self.dataset) == 0:
-            return rl_loss
-        out = self._distill_loss(len(rollout_data.advantages))
+            return None
+        out = self._distill_loss(batch_size)
         if not th.isfinite(out.breakdown.loss):
-            return rl_loss
-        return rl_loss + self._weight_now * out.breakdown.loss
+            return None
+        return self._weight_now * out.breakdown.loss
 
     def _distill_loss(self, batch_size: int) -> DistillOutput:
         assert self.distiller is not None
@@ -617,6 +745,9 @@ class DaggerCallback(BaseCallback):
         try:
             if self._uses_hook:
                 self._hook_handles.append(model.register_loss_hook(self._loss_hook, until_learn_ends=True))
+            if self.gradient_surgery:
+                hook = self._auxiliary_loss_hook
+                self._hook_handles.append(model.register_auxiliary_loss_hook(hook, until_learn_ends=True))
             if hasattr(model, "register_action_hook"):
                 self._hook_handles.append(model.register_action_hook(self._steer, until_learn_ends=True))
             else:

@@ -21,7 +21,9 @@ from stable_baselines3.dqn.policies import DQNPolicy
 from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 
+from sb3_xppo.common.policies import ActionMaskingMixin
 from sb3_xppo.ppo_mask import MaskableXPPO
+from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
 from sb3_xppo.xppo import XPPO
 
@@ -45,6 +47,7 @@ def algorithms() -> dict[str, type[BaseAlgorithm]]:
         xppo=XPPO,
         xppo_mask=MaskableXPPO,
         xppo_lstm=RecurrentXPPO,
+        xppo_mask_lstm=MaskableRecurrentXPPO,
     )
 
 
@@ -78,6 +81,8 @@ def infer_algo(path: str | os.PathLike) -> type[BaseAlgorithm]:
         # XPPO's variants save their options (actor_loss) beside their parent's hyperparameters
         if issubclass(policy_class, MaskableActorCriticPolicy):
             return known["xppo_mask"] if "actor_loss" in data else MaskablePPO
+        if issubclass(policy_class, ActionMaskingMixin):  # (before RecurrentActorCriticPolicy: it is one)
+            return known["xppo_mask_lstm"]
         if issubclass(policy_class, RecurrentActorCriticPolicy):
             return known["xppo_lstm"] if "actor_loss" in data else RecurrentPPO
         if issubclass(policy_class, SACPolicy):

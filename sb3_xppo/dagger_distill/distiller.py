@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributions import Distribution
 
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
-from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss
+from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss, reads_label
 from sb3_xppo.dagger_distill.policy_adapter import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.pytree import (
     Tree,
@@ -61,7 +61,16 @@ class DaggerDistiller:
 
     Env-free: ``loss, student_out = distiller(states)``. The teacher runs under ``no_grad``; only the student
     receives gradients. With ``env=`` and ``optimizer=`` (or ``params=``), :meth:`collect` rolls out the student and
-    labels the visited states with the teacher, :meth:`train` fits the aggregated dataset, :meth:`step` does both.
+    labels the visited states with the teacher, :meth:`train` fits the aggregated dataset, :meth:`step` does both;
+    :meth:`pretrain` first rolls out the teacher itself (``collect(steps, teacher_acts=True)``) and fits once, a
+    behaviour-cloning warm-up.
+
+    What the dataset keeps: the student's states, the teacher's own states when ``teacher_state_fn`` makes them, and
+    the teacher's labels when the objective reads them (``nll_loss`` and custom objectives). With ``kl_loss`` and
+    ``mse_loss`` no label is stored: :meth:`train` re-evaluates the teacher on its stored inputs, one minibatch at a
+    time under ``no_grad``, so the teacher compared is the one at fit time (keep it in eval mode). The teacher's
+    distribution is always the fit-time one; only ``nll_loss``'s labels are the collection-time ones (a sampled label
+    with ``teacher_sample=True``, or one ``label_transform`` made from the step's ``info``).
 
     States whose label (or teacher output) is not finite are masked out: their teacher outputs and labels are
     replaced by a usable state's before the loss is computed and they get weight 0, so a NaN never reaches a gradient. A batch
@@ -195,6 +204,8 @@ class DaggerDistiller:
         self.agreement_atol = agreement_atol
         self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
         self.dataset = AggregatedDataset(max_dataset_size)
+        # Labels are stored for objectives that read them; kl_loss and mse_loss re-evaluate the teacher at fit time
+        self._store_labels = reads_label(loss_fn)
         #: vector steps taken by :meth:`collect` so far (the ``step`` given to ``teacher_state_fn``/``label_transform``)
         self.num_steps = 0
         self._obs: Tree = None
@@ -308,18 +319,24 @@ class DaggerDistiller:
     # The DAgger loop
     # ----------------------------------------------------------------------------------------------------------------
 
-    def collect(self, steps: int) -> dict[str, float]:
+    def collect(self, steps: int, sample: bool = True, teacher_acts: bool = False) -> dict[str, float]:
         """
         Roll out the student for ``steps`` vector steps (the teacher's label instead with probability ``beta``),
         label every visited state with the teacher and add it to the aggregated dataset.
 
         :param steps: vector steps (each adds ``num_envs`` states)
+        :param sample: the student acts by a sample of its distribution (False: its best action, the mode/mean)
+        :param teacher_acts: the teacher's label is executed in every state instead (the teacher's own rollout, as for
+            behaviour cloning; ``beta`` is then 1): the student's action is taken only where the label is unusable (not
+            finite, or forbidden by the student's action masks)
         :return: ``collected`` (states), ``dataset_size``, ``agreement`` (student's best action vs the label at
             collection), ``reward`` (mean reward per step), ``forbidden_labels`` (share of the collected states whose
             label the student's action masks forbid; 0 without masks)
         """
         if self.env is None:
             raise ValueError("collect() needs env= at construction")
+        _check_count("steps", steps)
+        beta = 1.0 if teacher_acts else self.beta
         if self._obs is None:
             self._reset_env()
         collected, agreements, rewards, forbidden_count = 0, [], [], 0
@@ -333,19 +350,21 @@ class DaggerDistiller:
                 )
                 labels = self._labels(self.teacher(teacher_states), states, self._info, self.num_steps)
                 student_out = self.student(states)
-                action = sample_action(student_out)
+                action = sample_action(student_out) if sample else best_action(student_out)
                 valid = th.stack([rows_finite(x, b) for x in tree_leaves(labels)]).all(dim=0)
                 forbidden = self._forbidden(states, labels, valid)
                 if forbidden is not None:  # never executed (beta), nor counted in the agreement
                     valid = valid & ~forbidden
                     forbidden_count += int(forbidden.sum())
-                if self.beta > 0:
-                    take = (th.rand(b, device=valid.device) < self.beta) & valid
+                if beta > 0:
+                    take = (th.rand(b, device=valid.device) < beta) & valid
                     action = tree_map(
                         lambda a, label, take=take: th.where(_rows(take, a), label.to(a.dtype), a), action, labels
                     )
                 agreements.append(self.agreement(student_out, labels, valid))
-            fields = dict(states=states, labels=labels)
+            fields = dict(states=states)
+            if self._store_labels:
+                fields["labels"] = labels
             if self.teacher_state_fn is not None:
                 fields["teacher_states"] = teacher_states
             self.dataset.add(**fields)
@@ -389,7 +408,8 @@ class DaggerDistiller:
         skipped = 0
         for index in batches:
             batch = self.dataset.get(index)
-            out = self.compute(batch["states"], batch.get("teacher_states"), batch["labels"])
+            # The teacher re-evaluated on the minibatch; labels computed anew where none were stored (kl_loss, mse_loss)
+            out = self.compute(batch["states"], batch.get("teacher_states"), batch.get("labels"))
             if not th.isfinite(out.breakdown.loss):
                 skipped += 1
                 continue
@@ -415,10 +435,25 @@ class DaggerDistiller:
         :param gradient_steps: uniformly drawn minibatches instead of ``epochs`` passes (see :meth:`train`)
         :return: the stats of both (the training ``agreement`` under ``train_agreement``)
         """
-        collected = self.collect(collect_steps)
-        trained = self.train(epochs, gradient_steps=gradient_steps)
-        trained["train_agreement"] = trained.pop("agreement")
-        return {**collected, **trained}
+        return _merge_stats(self.collect(collect_steps), self.train(epochs, gradient_steps=gradient_steps))
+
+    def pretrain(self, steps: int, epochs: int | None = None) -> dict[str, float]:
+        """
+        Behaviour-cloning warm-up before DAgger: the teacher acts for ``steps`` vector steps
+        (``collect(steps, teacher_acts=True)``; the student's actions are not executed), then one fit of the
+        aggregated dataset (:meth:`train`). DAgger's first iteration with the expert's policy (Ross et al. 2011,
+        https://arxiv.org/abs/1011.0686, ``beta_1 = 1``); :meth:`step` continues from the env's current state.
+
+        :param steps: vector steps of the teacher's rollout (each adds ``num_envs`` states)
+        :param epochs: passes over the dataset (None: :meth:`train`'s default, one pass)
+        :return: the stats of :meth:`step` (``agreement``: the student's best action against the label before the
+            fit; ``train_agreement``: during it)
+        """
+        _check_count("steps", steps)
+        if epochs is not None:
+            _check_count("epochs", epochs)
+        collected = self.collect(steps, teacher_acts=True)
+        return _merge_stats(collected, self.train() if epochs is None else self.train(epochs))
 
     # ----------------------------------------------------------------------------------------------------------------
     # Helpers
@@ -599,6 +634,19 @@ def _infer_device(optimizer: th.optim.Optimizer | None, student: Any) -> th.devi
         for p in module.parameters():
             return p.device
     return th.device("cpu")
+
+
+def _merge_stats(collected: dict[str, float], trained: dict[str, float]) -> dict[str, float]:
+    """The stats of ``collect`` and of ``train``, the latter's agreement renamed ``train_agreement``."""
+    trained = dict(trained)
+    trained["train_agreement"] = trained.pop("agreement")
+    return {**collected, **trained}
+
+
+def _check_count(name: str, value: Any, low: int = 1) -> None:
+    """A ``ValueError`` unless ``value`` is an int >= ``low`` (a bool is not a count)."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
 def _check_number(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> None:

@@ -14,7 +14,8 @@ SAC student (tanh-squashed, rescaled) label and score the same actions:
   actions get sb3-contrib's logit of -1e8: a probability of 0 with a finite log-probability); given a bare
   observation, they are read without masks.
 - Recurrent policies (RecurrentPPO, RecurrentXPPO) take one LSTM step from the state of a :class:`.PolicyInput`: the
-  LSTM state the policy saw before acting on that observation, and whether an episode started there.
+  LSTM state the policy saw before acting on that observation, and whether an episode started there;
+  MaskableRecurrentXPPO's also read its action masks.
 - SAC (tanh-squashed Gaussian actor): ``Normal -> tanh -> affine`` to the action bounds.
 - TD3/DDPG (deterministic actor): an Independent Normal centred on the action, with TD3's exploration scale
   (0.1 of the half range), so ``nll_loss`` is a scaled squared error.
@@ -165,8 +166,9 @@ class PolicyAdapter:
             starts = inputs.get("episode_starts")
             if starts is None:
                 starts = th.zeros(batch_size_of(obs), device=policy.device)
-            # One LSTM step from the stored state: a sequence of length 1 per state
-            dist, _ = policy.get_distribution(obs, batch_first_lstm_states(inputs["lstm_states"]), starts.float())
+            # One LSTM step from the stored state: a sequence of length 1 per state (MaskableRecurrentXPPO: masked)
+            masks = {"action_masks": inputs.get("action_masks")} if self.maskable else {}
+            dist, _ = policy.get_distribution(obs, batch_first_lstm_states(inputs["lstm_states"]), starts.float(), **masks)
             return self._from_sb3(dist)
         if self.maskable:
             masks = None if inputs is None else inputs.get("action_masks")

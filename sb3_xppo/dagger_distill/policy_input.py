@@ -11,6 +11,7 @@ import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
+from sb3_xppo.common.policies import ActionMaskingMixin
 from sb3_xppo.dagger_distill.pytree import Tree
 
 
@@ -39,13 +40,13 @@ def obs_of(states: Tree) -> Tree:
 
 
 def is_recurrent(policy: Any) -> bool:
-    """Whether ``policy`` is sb3-contrib's LSTM policy (RecurrentPPO, RecurrentXPPO)."""
+    """Whether ``policy`` is sb3-contrib's LSTM policy (RecurrentPPO, RecurrentXPPO, MaskableRecurrentXPPO)."""
     return isinstance(policy, RecurrentActorCriticPolicy)
 
 
 def is_maskable(policy: Any) -> bool:
-    """Whether ``policy`` takes action masks (MaskablePPO, MaskableXPPO)."""
-    return isinstance(policy, MaskableActorCriticPolicy)
+    """Whether ``policy`` takes action masks (MaskablePPO, MaskableXPPO, MaskableRecurrentXPPO)."""
+    return isinstance(policy, (MaskableActorCriticPolicy, ActionMaskingMixin))
 
 
 def initial_lstm_states(policy: RecurrentActorCriticPolicy, n: int, device: th.device | str) -> tuple[th.Tensor, th.Tensor]:

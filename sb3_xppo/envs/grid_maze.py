@@ -25,6 +25,40 @@ ACTION_NAMES = ("up", "right", "down", "left")
 CELL_PIXELS = 16
 
 
+def check_layout(layout: Sequence[str], markers: str) -> str:
+    """
+    :param layout: a maze's rows: ``.`` free, ``#`` wall, and each of ``markers`` exactly once
+    :param markers: the marker cells the maze needs (e.g. ``"SG"``: start and goal)
+    :return: the layout's cells, row after row, as one string
+    :raises TypeError: if ``layout`` is not a sequence of strings
+    :raises ValueError: for rows of different or zero length, another character, or a marker missing or repeated
+    """
+    if isinstance(layout, str) or not layout or any(not isinstance(row, str) for row in layout):
+        raise TypeError(f"layout must be a sequence of strings (one per row), got {layout!r}")
+    if len({len(row) for row in layout}) != 1 or not layout[0]:
+        raise ValueError(f"layout must have rows of one non-zero length, got {list(layout)!r}")
+    cells = "".join(layout)
+    if set(cells) - set(".#" + markers) or any(cells.count(marker) != 1 for marker in markers):
+        named = ", ".join(repr(marker) for marker in markers)
+        raise ValueError(f"layout must be made of '.', '#' and exactly one of each of {named}, got {list(layout)!r}")
+    return cells
+
+
+def legal_moves(walls: np.ndarray, position: tuple[int, int]) -> np.ndarray:
+    """
+    :param walls: ``(rows, columns)`` bool, True on a wall
+    :param position: the agent's ``(row, column)``
+    :return: a bool array of one entry per action (:data:`MOVES`), True where the move stays on the grid and off the
+        walls
+    """
+    rows, columns = walls.shape
+    targets = np.asarray(position) + MOVES
+    inside = (targets[:, 0] >= 0) & (targets[:, 0] < rows) & (targets[:, 1] >= 0) & (targets[:, 1] < columns)
+    legal = inside.copy()
+    legal[inside] = ~walls[targets[inside, 0], targets[inside, 1]]
+    return legal
+
+
 class GridMaze(gym.Env):
     """
     An agent walks a maze from ``S`` to ``G``, one cell per step. A move into a wall or off the grid is illegal:
@@ -55,13 +89,7 @@ class GridMaze(gym.Env):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(layout, str) or not layout or any(not isinstance(row, str) for row in layout):
-            raise TypeError(f"layout must be a sequence of strings (one per row), got {layout!r}")
-        if len({len(row) for row in layout}) != 1 or not layout[0]:
-            raise ValueError(f"layout must have rows of one non-zero length, got {list(layout)!r}")
-        cells = "".join(layout)
-        if set(cells) - set(".#SG") or cells.count("S") != 1 or cells.count("G") != 1:
-            raise ValueError(f"layout must be made of '.', '#' and exactly one 'S' and one 'G', got {list(layout)!r}")
+        cells = check_layout(layout, "SG")
         if step_penalty < 0 or illegal_penalty < 0:
             raise ValueError(f"step_penalty and illegal_penalty must be >= 0, got {step_penalty} and {illegal_penalty}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -85,12 +113,7 @@ class GridMaze(gym.Env):
         """
         :return: a bool array of one entry per action, True where the move stays on the grid and off the walls
         """
-        rows, columns = self.walls.shape
-        targets = np.asarray(self.position) + MOVES
-        inside = (targets[:, 0] >= 0) & (targets[:, 0] < rows) & (targets[:, 1] >= 0) & (targets[:, 1] < columns)
-        legal = inside.copy()
-        legal[inside] = ~self.walls[targets[inside, 0], targets[inside, 1]]
-        return legal
+        return legal_moves(self.walls, self.position)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         """

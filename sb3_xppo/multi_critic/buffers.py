@@ -5,7 +5,7 @@ Rollout buffers with one reward, value and return per reward group (multi-critic
 - Vijayan et al. 2025, Multi-critic Learning for Whole-body End-effector Twist Tracking
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,9 @@ class MultiCriticBufferMixin:
     :param group_scale_floor: with ``normalize_groups``, no group's advantage scale is taken below this fraction of
         the largest group's (:data:`GROUP_SCALE_FLOOR` by default, 0 turns the floor off): no group is amplified more
         than ``1 / group_scale_floor`` times against the largest one
+    :param group_terms: also keep each group's term of the combined advantages (:attr:`group_terms`) and give them as
+        the minibatches' ``advantages``, ``(batch, G)``: XPPO's ``group_gradients='pcgrad'``. Needs ``group_reduce``
+        ``'mean'`` or ``'sum'`` (a weighted sum of the groups' advantages)
 
     **Groups present on some samples only** (one group per style or task, Mysore et al. 2022): where the env's info
     holds ``<vector_reward_key>_mask`` (``G`` bools: which groups exist at this step), XPPO's rollout passes it to
@@ -66,6 +69,8 @@ class MultiCriticBufferMixin:
     gamma: float
     gae_lambda: float
     to_torch: Callable[..., th.Tensor]
+    generator_ready: bool
+    swap_and_flatten: Callable[[np.ndarray], np.ndarray]
 
     def __init__(
         self,
@@ -75,6 +80,7 @@ class MultiCriticBufferMixin:
         group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",
         normalize_groups: bool = True,
         group_scale_floor: float = GROUP_SCALE_FLOOR,
+        group_terms: bool = False,
         **kwargs: Any,
     ) -> None:
         if isinstance(group_scale_floor, bool) or not isinstance(group_scale_floor, (int, float)):
@@ -84,7 +90,13 @@ class MultiCriticBufferMixin:
                 f"group_scale_floor must be in [0, 1] (a fraction of the largest group's advantage scale), "
                 f"got {group_scale_floor!r}"
             )
+        if group_terms and (callable(group_reduce) or group_reduce not in ("mean", "sum")):
+            raise ValueError(
+                f"group_terms needs group_reduce 'mean' or 'sum' (a weighted sum of the groups' advantages), got "
+                f"{group_reduce!r}"
+            )
         # Set before the base class's __init__, which calls reset()
+        self.keeps_group_terms = bool(group_terms)
         self.n_groups = n_groups
         self.group_weights = None if group_weights is None else list(group_weights)
         self.group_reduce = group_reduce
@@ -107,6 +119,8 @@ class MultiCriticBufferMixin:
         self.group_advantages = np.zeros(grouped, dtype=np.float32)
         #: which groups exist at each step (all, unless :meth:`add` is told otherwise)
         self.group_masks = np.ones(grouped, dtype=bool)
+        #: with ``group_terms``: each group's term of :attr:`advantages` (they sum to it, up to rounding)
+        self.group_terms = np.zeros(grouped if self.keeps_group_terms else (0,), dtype=np.float32)
 
     def add(
         self,
@@ -166,6 +180,8 @@ class MultiCriticBufferMixin:
         self.advantages = combine_grouped_advantages(
             advantages, weights=self.group_weights, normalize=False, group_dim=-1, mask=mask, reduce=self.group_reduce
         ).numpy()
+        if self.keeps_group_terms:
+            self.group_terms = self._group_terms(advantages, mask)
         weights = np.ones(self.n_groups) if self.group_weights is None else np.asarray(self.group_weights)
         self.group_stats = dict(
             std=std.numpy().astype(np.float64),
@@ -173,6 +189,31 @@ class MultiCriticBufferMixin:
             weight=weights / scale.numpy(),
             support=self.group_masks.reshape(-1, self.n_groups).mean(axis=0),
         )
+
+    def get(self, batch_size: int | None = None) -> Generator[Any, None, None]:
+        """The base class's minibatches; with ``group_terms``, those are flattened with the base class's arrays."""
+        if self.keeps_group_terms and not self.generator_ready:
+            self.group_terms = self.swap_and_flatten(self.group_terms)
+        yield from super().get(batch_size)  # type: ignore[misc]
+
+    def _group_terms(self, advantages: th.Tensor, mask: th.Tensor | None) -> np.ndarray:
+        """
+        Each group's term of the combined advantages: the same combination of the groups' advantages with all groups
+        but that one set to 0 (so a sample's total weight under ``'mean'``, which counts the groups present there, is
+        unchanged); by linearity of ``'mean'`` and ``'sum'`` the terms sum to the combination.
+
+        :param advantages: ``(n_steps, n_envs, G)`` the groups' advantages as the combination takes them
+        :param mask: ``(n_steps, n_envs, G)`` the groups present, or None
+        :return: ``(n_steps, n_envs, G)``, group ``g``'s term in column ``g``
+        """
+        g = self.n_groups
+        one_hot = th.eye(g, dtype=advantages.dtype).reshape(g, 1, 1, g)
+        alone = advantages.unsqueeze(0) * one_hot  # (G n_steps n_envs G): copy k keeps group k only
+        expanded = None if mask is None else mask.unsqueeze(0).expand(g, *mask.shape)
+        terms = combine_grouped_advantages(
+            alone, weights=self.group_weights, normalize=False, group_dim=-1, mask=expanded, reduce=self.group_reduce
+        )  # (G n_steps n_envs)
+        return terms.permute(1, 2, 0).contiguous().numpy()
 
     def group_log_values(self, group_names: Sequence[str]) -> dict[str, float]:
         """
@@ -194,20 +235,29 @@ class MultiCriticBufferMixin:
         }
 
     def _get_samples(self, batch_inds: np.ndarray, env: VecNormalize | None = None) -> Any:
-        """The base class's samples (``RolloutBufferSamples`` or ``DictRolloutBufferSamples``), values and returns grouped."""
+        """
+        The base class's samples (``RolloutBufferSamples`` or ``DictRolloutBufferSamples``), values and returns grouped;
+        with ``group_terms`` the advantages are the groups' terms, ``(batch, G)``.
+        """
         samples = super()._get_samples(batch_inds, env)  # type: ignore[misc]
         grouped = (len(batch_inds), self.n_groups)
         if samples.old_values.shape == grouped and samples.returns.shape == grouped:
             return samples  # taken grouped (_tensor_samples)
         # The base class flattens values and returns to one number per sample: here they keep the group dim (batch, G)
-        return samples._replace(
+        samples = samples._replace(
             old_values=self.to_torch(self.values[batch_inds]), returns=self.to_torch(self.returns[batch_inds])
         )
+        return samples._replace(advantages=self.to_torch(self.group_terms[batch_inds])) if self.keeps_group_terms else samples
 
     def _tensor_samples(self, take: Callable[..., th.Tensor]) -> Any:
-        """The base class's minibatch from the rollout's tensors, values and returns taken grouped ``(batch, G)``."""
+        """
+        The base class's minibatch from the rollout's tensors, values and returns taken grouped ``(batch, G)``; with
+        ``group_terms`` the advantages are the groups' terms, ``(batch, G)``.
+        """
 
         def take_grouped(name: str, array: np.ndarray, dtype: th.dtype | None = None, flatten: bool = False) -> th.Tensor:
+            if name == "advantages" and self.keeps_group_terms:
+                return take("group_terms", self.group_terms, dtype)
             return take(name, array, dtype, flatten and name not in ("values", "returns"))
 
         return super()._tensor_samples(take_grouped)  # type: ignore[misc]

@@ -75,6 +75,7 @@ class MaskableXPPO(XPPOCoreMixin, MaskablePPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        group_gradients: str | None = None,
         fast_paths: bool = True,
         _init_setup_model: bool = True,
         **kwargs: Any,

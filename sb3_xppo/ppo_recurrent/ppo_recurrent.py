@@ -4,13 +4,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import torch as th
-from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 
-from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
 from sb3_xppo.common.options import (
     check_xppo_options,
     declare_xppo_options,
@@ -23,7 +21,7 @@ from sb3_xppo.common.policies import (
     RecurrentXPPOActorCriticPolicy,
     RecurrentXPPOMultiInputActorCriticPolicy,
 )
-from sb3_xppo.core import RecurrentPolicyCalls, XPPOCoreMixin
+from sb3_xppo.core.recurrent import RecurrentCoreMixin, reject_reward_groups
 
 SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
 
@@ -32,9 +30,10 @@ SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
     notes={
         "reward_groups": "RecurrentXPPO takes None only: its LSTM policies have one value output.",
         "group_value_weights": "RecurrentXPPO takes None only: it weighs the value losses of reward groups.",
+        "group_gradients": "RecurrentXPPO takes None only: it splits the actor's loss by reward group.",
     }
 )
-class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
+class RecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     """
     XPPO with LSTM policies: sb3-contrib's :class:`~sb3_contrib.RecurrentPPO` trained by XPPO's core, so XPPO's losses
     work under partial observability. Minibatches are sequences padded on the right; every mean is taken over the
@@ -53,7 +52,6 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
     """
 
     # sb3-contrib's LSTM policies with XPPO's options (the same networks with the defaults)
-    policy_calls_class = RecurrentPolicyCalls
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpLstmPolicy": RecurrentXPPOActorCriticPolicy,
         "CnnLstmPolicy": RecurrentXPPOActorCriticCnnPolicy,
@@ -80,15 +78,12 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        group_gradients: str | None = None,
         fast_paths: bool = True,
         _init_setup_model: bool = True,
         **kwargs: Any,
     ):
-        if reward_groups is not None:
-            raise ValueError(
-                "reward_groups (multi-critic) is not available with RecurrentXPPO yet: its LSTM policies have one value "
-                "output. Use XPPO or MaskableXPPO for several critics."
-            )
+        reject_reward_groups(reward_groups, "RecurrentXPPO")
         kwargs = parent_keywords(RecurrentPPO, args, kwargs)
         # Bad hyperparameters fail here, before any environment or network is built
         options = check_xppo_options(**ppo_keywords(RecurrentPPO, kwargs), **xppo_arguments(locals()))
@@ -96,34 +91,6 @@ class RecurrentXPPO(XPPOCoreMixin, RecurrentPPO):
         self._init_xppo(options)
         if _init_setup_model:
             self._setup_model()
-
-    def _setup_model(self) -> None:
-        super()._setup_model()
-        # RecurrentPPO builds its buffer itself: the same one, with XPPO's GAE (bit for bit SB3's loop, faster)
-        buffer = self.rollout_buffer
-        buffer_class = (
-            XPPORecurrentDictRolloutBuffer if isinstance(self.observation_space, spaces.Dict) else XPPORecurrentRolloutBuffer
-        )
-        self.rollout_buffer = buffer_class(
-            self.n_steps,
-            self.observation_space,
-            self.action_space,
-            buffer.hidden_state_shape,
-            self.device,
-            gamma=self.gamma,
-            gae_lambda=self.gae_lambda,
-            n_envs=self.n_envs,
-        )
-
-    def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
-        # RecurrentPPO's: the LSTM runs over each padded sequence from the state stored at its start
-        return self.policy.evaluate_actions(
-            rollout_data.observations, actions, rollout_data.lstm_states, rollout_data.episode_starts
-        )
-
-    def _valid_samples(self, rollout_data: Any) -> th.Tensor:
-        # The padding that makes sequences of equal length does not count (RecurrentPPO's mask)
-        return rollout_data.mask > 1e-8
 
     def learn(
         self: SelfRecurrentXPPO,

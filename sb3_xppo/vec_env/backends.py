@@ -2,8 +2,9 @@
 :func:`make_vec_env`: SB3's ``make_vec_env`` with the vector env chosen by name, the one place a backend is chosen.
 
 A backend is a builder (:data:`BACKEND_BUILDERS`): ``builder(env_id, n_envs, seed, **kwargs) -> VecEnv``. The
-backends that are SB3 VecEnv classes (:data:`VEC_ENV_CLASSES`) are built by SB3's own ``make_vec_env``; the others
-(EnvPool, Ray) build their envs themselves.
+backends that are SB3 VecEnv classes (:data:`VEC_ENV_CLASSES`) are built by SB3's own ``make_vec_env``; so is EnvPool's,
+whose VecEnv reads what to run from the env factories (:meth:`~sb3_xppo.vec_env.EnvPoolVecEnv.from_env_fns`); Ray's
+(:class:`~sb3_xppo.vec_env.RayVecEnv`) makes SB3's env factories itself.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import gymnasium as gym
 from stable_baselines3.common import env_util
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
+from sb3_xppo.vec_env.envpool import EnvPoolVecEnv, envpool_task_id
 from sb3_xppo.vec_env.lean import LeanVecEnv
+from sb3_xppo.vec_env.ray_vec_env import RayVecEnv
 
 #: backend name -> the VecEnv class SB3's ``make_vec_env`` builds with it
 VEC_ENV_CLASSES: dict[str, type[VecEnv]] = {"lean": LeanVecEnv, "dummy": DummyVecEnv, "subproc": SubprocVecEnv}
-#: backend names taken for backends to come, refused until then
-PLANNED_BACKENDS: tuple[str, ...] = ("envpool", "ray")
 
 
 class BackendBuilder(Protocol):
@@ -38,9 +39,24 @@ def _sb3_builder(
     return env_util.make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=vec_env_cls, **kwargs)  # type: ignore[arg-type]
 
 
+def _envpool_builder(env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, /, **kwargs: Any) -> VecEnv:
+    # SB3's make_vec_env builds the env factories, EnvPoolVecEnv reads what to run from the first one's env; an id
+    # EnvPool lacks is refused by name before gymnasium builds anything
+    if isinstance(env_id, str):
+        envpool_task_id(env_id)
+    return _sb3_builder(EnvPoolVecEnv.from_env_fns, env_id, n_envs, seed, **kwargs)  # type: ignore[arg-type]
+
+
+def _ray_builder(env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, /, **kwargs: Any) -> VecEnv:
+    # RayVecEnv makes SB3's env factories itself and takes its own keywords (envs_per_actor, address, ...) and SB3's
+    return RayVecEnv(env_id, n_envs, seed=seed, **kwargs)
+
+
 #: backend name -> its builder, in the order the docs list them
 BACKEND_BUILDERS: dict[str, BackendBuilder] = {
-    name: functools.partial(_sb3_builder, vec_env_cls) for name, vec_env_cls in VEC_ENV_CLASSES.items()
+    **{name: functools.partial(_sb3_builder, vec_env_cls) for name, vec_env_cls in VEC_ENV_CLASSES.items()},
+    "envpool": _envpool_builder,
+    "ray": _ray_builder,
 }
 
 
@@ -48,11 +64,9 @@ def check_backend(backend: str) -> BackendBuilder:
     """
     :param backend: a backend's name
     :return: its builder (:data:`BACKEND_BUILDERS`)
-    :raises ValueError: for a planned backend (:data:`PLANNED_BACKENDS`) or an unknown name, naming the backends there are
+    :raises ValueError: for an unknown name, naming the backends there are
     """
     choices = ", ".join(repr(name) for name in BACKEND_BUILDERS)
-    if backend in PLANNED_BACKENDS and backend not in BACKEND_BUILDERS:
-        raise ValueError(f"backend {backend!r} is not available yet; the backends are {choices}")
     if backend not in BACKEND_BUILDERS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {choices}")
     return BACKEND_BUILDERS[backend]
@@ -67,9 +81,14 @@ def make_vec_env(
 
     - ``"lean"`` (default): :class:`~sb3_xppo.vec_env.LeanVecEnv`, ``DummyVecEnv``'s numbers bit for bit, faster;
     - ``"dummy"``: SB3's ``DummyVecEnv``;
-    - ``"subproc"``: SB3's ``SubprocVecEnv``, one process per env.
-
-    ``"envpool"`` and ``"ray"`` are reserved for backends to come and raise a ``ValueError`` today.
+    - ``"subproc"``: SB3's ``SubprocVecEnv``, one process per env;
+    - ``"envpool"``: :class:`~sb3_xppo.vec_env.EnvPoolVecEnv`, the env id's EnvPool twin (C++), for the ids of
+      :data:`~sb3_xppo.vec_env.envpool.ENVPOOL_ENV_IDS`; ``vec_env_kwargs`` are EnvPool's options (``num_threads``),
+      and what it cannot apply (``wrapper_class``, ``monitor_kwargs``, env keywords but ``max_episode_steps``) is a
+      ``ValueError`` (:meth:`~sb3_xppo.vec_env.EnvPoolVecEnv.from_env_fns`);
+    - ``"ray"``: :class:`~sb3_xppo.vec_env.RayVecEnv`, the envs in Ray actors on the nodes of a Ray cluster,
+      ``DummyVecEnv``'s numbers; its keywords (``envs_per_actor``, ``address``, ``step_timeout``, ...) are passed as
+      keywords here, beside SB3's (``vec_env_kwargs`` is refused).
 
     :param env_id: an env id, an env class or a function returning an env
     :param n_envs: the number of envs
@@ -79,6 +98,6 @@ def make_vec_env(
         ``monitor_dir``, ``wrapper_class``, ``env_kwargs``, ``vec_env_kwargs`` (for ``"subproc"``: ``start_method``),
         ``monitor_kwargs``, ``wrapper_kwargs``; the backend stands for ``vec_env_cls``
     :return: the VecEnv
-    :raises ValueError: for an unknown or planned backend, or ``vec_env_cls`` given
+    :raises ValueError: for an unknown or planned backend, ``vec_env_cls`` given, or what the backend cannot run
     """
     return check_backend(backend)(env_id, n_envs, seed, **kwargs)

@@ -45,6 +45,8 @@ class XPPO(XPPOCoreMixin, PPO):
     (``policy_loss + ent_coef * entropy_loss + vf_coef * value_loss``) is built and before ``backward()``; it
     returns the loss to optimise (e.g. ``rl_coef * loss + w * extra_loss``). Hooks run in registration order,
     ``handle.remove()`` removes one. They are runtime state: never saved with the model, nor pickled.
+    ``model.register_auxiliary_loss_hook(hook)`` adds ``hook(model, rollout_data) -> loss or None`` instead, whose
+    gradient is projected off the RL loss's where they conflict (PCGrad, Yu et al. 2020), then added.
 
     **Non-finite data.** A rollout's rewards and observations are checked once, vectorised, before any update reads
     them (step by step, on the raw values, under a training ``VecNormalize``, whose statistics are then put back),
@@ -152,6 +154,7 @@ class XPPO(XPPOCoreMixin, PPO):
         vector_reward_key: str = "vector_reward",
         normalize_values: bool = False,
         group_value_weights: str | Sequence[float] | None = None,
+        group_gradients: str | None = None,
         fast_paths: bool = True,
         _init_setup_model: bool = True,
     ):

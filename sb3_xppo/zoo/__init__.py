@@ -3,13 +3,14 @@ XPPO in the RL Baselines3 Zoo (rl-zoo3).
 
 rl-zoo3 looks algorithms up by name in ``rl_zoo3.ALGOS`` and their optuna search spaces in
 ``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` / ``HYPERPARAMS_CONVERTER``; :func:`~sb3_xppo.zoo.register` adds XPPO
-to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"`` and ``RecurrentXPPO`` as
-``"xppo_lstm"``, the way rl-zoo3's own ``train_sbx.py`` / ``enjoy_sbx.py`` plug in the SBX algorithms.
+to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"``, ``RecurrentXPPO`` as
+``"xppo_lstm"`` and ``MaskableRecurrentXPPO`` as ``"xppo_mask_lstm"``, the way rl-zoo3's own ``train_sbx.py`` /
+``enjoy_sbx.py`` plug in the SBX algorithms.
 Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
 unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for one thing rl-zoo3 cannot
 do: give a maskable model its env's action masks when it evaluates or watches it
-(:func:`~sb3_xppo.zoo.masked_evaluation`), and build its envs with the lean vector env (``--vec-env lean``,
-:func:`~sb3_xppo.zoo.zoo_vec_env`).
+(:func:`~sb3_xppo.zoo.masked_evaluation`), and build its envs with the lean vector env or EnvPool
+(``--vec-env lean``, ``--vec-env envpool``, an entry's ``vec_env`` key: :func:`~sb3_xppo.zoo.zoo_vec_env`).
 
 One module per job (``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
 ``env_wrappers``, ``runs``, ``argv``, ``vec_envs``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is the path
@@ -27,6 +28,7 @@ from sb3_xppo.zoo.algorithms import (
     DEFAULT_ENVS,
     LSTM_ALGO_NAME,
     MASK_ALGO_NAME,
+    MASK_LSTM_ALGO_NAME,
     default_env,
 )
 from sb3_xppo.zoo.argv import run_with_argv
@@ -47,7 +49,14 @@ from sb3_xppo.zoo.search_space import (
     sample_xppo_params,
 )
 from sb3_xppo.zoo.storage import prepare_storage
-from sb3_xppo.zoo.vec_envs import DEFAULT_VEC_ENV, VEC_ENV_CHOICES, split_vec_env_arg, zoo_vec_env
+from sb3_xppo.zoo.vec_envs import (
+    DEFAULT_VEC_ENV,
+    VEC_ENV_CHOICES,
+    VEC_ENV_KEY,
+    split_ray_args,
+    split_vec_env_arg,
+    zoo_vec_env,
+)
 
 __all__ = [
     "ACTOR_LOSSES",
@@ -62,9 +71,11 @@ __all__ = [
     "DUAL_CLIP_THRESHOLDS",
     "LSTM_ALGO_NAME",
     "MASK_ALGO_NAME",
+    "MASK_LSTM_ALGO_NAME",
     "NORMALIZE_ADVANTAGE",
     "VALUE_LOSSES",
     "VEC_ENV_CHOICES",
+    "VEC_ENV_KEY",
     "XPPO_SEARCH_KEYS",
     "add_xppo_choices",
     "convert_xppo_params",
@@ -78,6 +89,7 @@ __all__ = [
     "run_with_argv",
     "sample_xppo_lstm_params",
     "sample_xppo_params",
+    "split_ray_args",
     "split_vec_env_arg",
     "summarize_evaluations",
     "zoo_vec_env",

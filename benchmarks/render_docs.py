@@ -1,0 +1,641 @@
+"""
+Every benchmark result that README.md and the guide quote, rendered from the result JSON under
+``benchmarks/results/``: no number of a results table or verdict is typed by hand.
+
+- **Regions**: a page holds ``<!-- generated:NAME -->`` ... ``<!-- /generated -->``; this script writes between the
+  two markers what :data:`RENDERERS` ``[NAME]`` makes of the result files (a campaign's ``report.json``, written by
+  ``benchmarks/learning.py`` or ``benchmarks/multi_critic.py``; ``speed.json``, ``gae.json``, ``overhead.json``,
+  ``distill_LunarLander-v3.json``). A campaign whose report does not exist yet renders as a pending note.
+- **Verdicts**: a contender is *ahead* of (or *behind*) its baseline on a metric when the two 95% CIs do not
+  overlap, *level* otherwise (:func:`verdict`).
+- **Quoted intervals**: :func:`unheld_intervals` lists every ``x [low, high]`` of a page that no result file holds
+  at the reports' precision (one or two decimals); ``tests/test_generated_docs.py`` fails on any, and on any region
+  that differs from what this script renders.
+
+usage: python benchmarks/render_docs.py            (rewrite the regions of README.md and docs/)
+       python benchmarks/render_docs.py --check    (exit 1, naming them, if a region or a quoted interval is off)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+#: The pages whose regions are rendered and whose quoted intervals are checked
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+#: The folders of run caches: runs, not reports
+RUN_CACHES = ("learning_runs", "runs", "multi_critic_lunar_lander")
+REGION = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
+# a number, then an interval: "267.7 [263.0, 271.0]", "0.88 [0.70, 0.91]", "212 [208, 218]"
+NUMBER = r"-?\d+(?:\.\d+)?"
+INTERVAL = re.compile(rf"(?<![\w.])({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
+#: The env of the multi-critic "must match" campaign, LunarLander-v3's reward in four groups, bit for bit
+FAITHFUL_LUNAR = "sb3_xppo/LunarLanderGroups-v3"
+PPO = "ppo"
+PRESET = "xppo-recommended"
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The JSON at ``path``, or None when there is none."""
+    if not path.is_file():
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def report(campaign: str, root: Path | None = None) -> dict[str, Any] | None:
+    """The ``report.json`` of a campaign (``"confirmation"``, ``"multi_critic/styles"``), or None when not written."""
+    return load((root or RESULTS) / campaign / "report.json")
+
+
+def campaign_reports(root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every campaign's report, by its folder relative to ``root`` (``"confirmation"``, ``"multi_critic/styles"``)."""
+    root = root or RESULTS
+    found = {}
+    for path in sorted(root.rglob("report.json")):
+        if not any(part in RUN_CACHES for part in path.parts):
+            found[path.parent.relative_to(root).as_posix()] = load(path)
+    return found
+
+
+def link(page: Path, target: Path, anchor: str = "") -> str:
+    """The relative link from ``page`` to ``target`` (a file, or a page and its ``#anchor``)."""
+    return os.path.relpath(target, page.parent).replace(os.sep, "/") + (f"#{anchor}" if anchor else "")
+
+
+# ---------------------------------------------------------------------------------------------------------- figures
+
+
+def interval(row: dict[str, Any], metric: str, decimals: int = 1) -> str:
+    """``"iqm [low, high]"`` of a summary row's ``final`` or ``curve`` IQM."""
+    low, high = row[f"{metric}_iqm_ci"]
+    return f"{row[f'{metric}_iqm']:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"
+
+
+def verdict(row: dict[str, Any], base: dict[str, Any], metric: str) -> str:
+    """``"ahead"`` or ``"behind"`` when the 95% CIs of ``metric`` are apart, else ``"level"``."""
+    (low, high), (base_low, base_high) = row[f"{metric}_iqm_ci"], base[f"{metric}_iqm_ci"]
+    if low > base_high:
+        return "ahead"
+    if high < base_low:
+        return "behind"
+    return "level"
+
+
+def steps(row: dict[str, Any], reached: bool = True) -> str:
+    """Median steps to the threshold over the seeds that reached it (``"22.5k"``), and how many did."""
+    median = row["median_steps_to_threshold"]
+    count = f" ({row['reached']}/{len(row['seeds'])})" if reached else ""
+    return (f"{median / 1000:g}k" if median is not None else "-") + count
+
+
+def seeds(values: list[int]) -> str:
+    """``[10, 11, ..., 19]`` as ``"10-19"`` (a run of consecutive seeds), else the list."""
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(map(str, values))
+
+
+def rows_of(campaign: str, env_id: str) -> dict[str, dict[str, Any]]:
+    """The summary rows of one env of a campaign, by contender (empty when the report or env is missing)."""
+    found = report(campaign)
+    return {} if found is None else found["summary"].get(env_id, {}).get("contenders", {})
+
+
+def comparisons(campaigns: tuple[str, ...], contender: str) -> list[tuple[str, int, dict[str, Any], dict[str, Any]]]:
+    """(env, budget, contender's row, PPO's row) for every env of the campaigns where both ran."""
+    found = []
+    for campaign in campaigns:
+        data = report(campaign)
+        for env_id, env_summary in ({} if data is None else data["summary"]).items():
+            rows = env_summary["contenders"]
+            if contender in rows and PPO in rows:
+                found.append((env_id, env_summary["budget"], rows[contender], rows[PPO]))
+    return found
+
+
+def tally(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]], metric: str) -> dict[str, list[str]]:
+    """The envs where the contender is ahead, level or behind PPO on ``metric``."""
+    counts: dict[str, list[str]] = dict(ahead=[], level=[], behind=[])
+    for env_id, _, row, base in found:
+        counts[verdict(row, base, metric)].append(env_id)
+    return counts
+
+
+def said(counts: dict[str, list[str]], total: int, names: bool = True) -> str:
+    """``"ahead on 3 of 6 (A, B, C), level on 3"``: the verdicts of :func:`tally` in words."""
+    parts = []
+    for word in ("ahead", "level", "behind"):
+        envs = counts[word]
+        if envs:
+            listed = f" ({', '.join(envs)})" if names and word != "level" else ""
+            parts.append(f"{word} on {len(envs)} of {total}{listed}")
+    return ", ".join(parts)
+
+
+def budget(value: int) -> str:
+    return f"{value / 1e6:g}M" if value >= 1e6 else f"{value / 1e3:g}k"
+
+
+# ---------------------------------------------------------------------------------------------------------- regions
+CONFIRMATION = ("confirmation", "confirmation_bipedal")
+
+
+def recommended_claim() -> str | None:
+    """The headline verdict of ``xppo_recommended`` against PPO (None before its confirmation)."""
+    found = comparisons(CONFIRMATION, PRESET)
+    if not found:
+        return None
+    curve, final = tally(found, "curve"), tally(found, "final")
+    return (
+        f"curve (learning speed) {said(curve, len(found), names=False)}; final return {said(final, len(found), names=False)}"
+    )
+
+
+def zoo_claim() -> str | None:
+    """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` cost."""
+    data = report("confirmation_zoo")
+    if data is None:
+        return None
+    envs = data["summary"]
+    rows = [env_summary["contenders"] for env_summary in envs.values()]
+
+    def each(cell: Callable[[dict[str, dict[str, Any]]], str]) -> str:
+        return " / ".join(cell(r) for r in rows)
+
+    return (
+        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} steps (preset "
+        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}); final return "
+        f"{each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; `train()` "
+        f"{each(lambda r: format(r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds'], '.2f') + 'x')} PPO's"
+    )
+
+
+def comparison_table(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]], name: str) -> str:
+    """Per env: the contender's final and curve IQMs against PPO's, steps to the threshold, and the verdicts."""
+    lines = [
+        f"| env (budget, seeds) | final IQM [95% CI]: {name} / PPO | curve IQM [95% CI]: {name} / PPO | "
+        f"steps to threshold, median (seeds reaching it): {name} / PPO | verdict: final, curve |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for env_id, env_budget, row, base in found:
+        lines.append(
+            f"| {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}) | {interval(row, 'final')} / "
+            f"{interval(base, 'final')} | {interval(row, 'curve')} / {interval(base, 'curve')} | {steps(row)} / "
+            f"{steps(base)} | {verdict(row, base, 'final')}, {verdict(row, base, 'curve')} |"
+        )
+    return "\n".join(lines)
+
+
+def render_recommended(page: Path) -> str:
+    """``xppo_recommended`` against PPO at PPO's hyperparameters: the confirmation's table."""
+    found = comparisons(CONFIRMATION, PRESET)
+    if not found:
+        return "*The confirmation of `xppo_recommended` has no report yet.*"
+    return comparison_table(found, "preset")
+
+
+def render_defaults(page: Path) -> str:
+    """The screen's best option, ``asymmetric_spo``, against PPO on five envs (the ``final`` campaign)."""
+    found = comparisons(("final",), "xppo-asymmetric_spo-mse-mb")
+    return comparison_table(found, "asymmetric_spo") if found else "*The `final` campaign has no report yet.*"
+
+
+def render_zoo_entries(page: Path) -> str:
+    """XPPO's tuned LunarLander entries against the preset and PPO (``confirmation_zoo``)."""
+    data = report("confirmation_zoo")
+    if data is None:
+        return "*The `confirmation_zoo` campaign has no report yet.*"
+    names = {"xppo-zoo": "tuned entry (`xppo.yml`)", PRESET: "`xppo_recommended`", PPO: "PPO (zoo)"}
+    lines = [
+        "| env | contender | final IQM [95% CI] | curve IQM [95% CI] | steps to 200, median (seeds) | train() ÷ PPO's |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for env_id, env_summary in data["summary"].items():
+        rows = env_summary["contenders"]
+        ppo_train = rows[PPO].get("train_seconds")
+        for contender, label in names.items():
+            if contender in rows:
+                row = rows[contender]
+                ratio = f"{row['train_seconds'] / ppo_train:.2f}x" if row.get("train_seconds") and ppo_train else "-"
+                lines.append(
+                    f"| {env_id} | {label} | {interval(row, 'final')} | {interval(row, 'curve')} | {steps(row)} | {ratio} |"
+                )
+    return "\n".join(lines)
+
+
+def speed_results() -> dict[str, Any] | None:
+    return load(RESULTS / "speed.json")
+
+
+def speed_claim() -> str | None:
+    """``learn()``'s env-steps/s against PPO's, per env and contrib parent (median paired ratios)."""
+    data = speed_results()
+    if data is None:
+        return None
+    parts = [f"{r['ratio_paired']:.2f}x on {r['env']}" for r in data["results"]]
+    parts += [f"{c['name'].split(' / ')[0]} {c['ratio_paired']:.2f}x its parent" for c in data.get("contrib", [])]
+    exact = all(r["bit_exact"] for r in data["results"] + data.get("contrib", []))
+    return ", ".join(parts) + ("; bit for bit" if exact else "; NOT bit-exact")
+
+
+def render_speed(page: Path) -> str:
+    """``learn()`` throughput, ``train()`` overhead and GAE, from speed.json, overhead.json and gae.json."""
+    lines = ["| what | result | from |", "| --- | --- | --- |"]
+    if (claim := speed_claim()) is not None:
+        lines.append(
+            "| `learn()` env-steps/s, XPPO with PPO's options against SB3 PPO (median paired ratio, one torch thread) "
+            f"| {claim} | `benchmarks/speed.py`, `speed.json` |"
+        )
+    overhead = load(RESULTS / "overhead.json")
+    if overhead is not None:
+        cells = [f"{r['variant'].removeprefix('XPPO ')} {r['paired_ratio']:.2f}x" for r in overhead["rows"][1:]]
+        cells += [
+            f"{k.removeprefix('XPPO ')} {v['paired_ratio']:.2f}x single-critic XPPO"
+            for k, v in overhead["multi_critic"].items()
+        ]
+        lines.append(
+            f"| `train()` time against PPO's (median paired ratio) | {'; '.join(cells)} | `benchmarks/overhead.py`, "
+            "`overhead.json` |"
+        )
+    gae = load(RESULTS / "gae.json")
+    if gae is not None:
+        exact = all(r["buffer_exact"] for r in gae["rows"])
+        cells = [f"{r['buffer_speedup']:.1f}x at {r['n_steps']}x{r['n_envs']}" for r in gae["rows"]]
+        lines.append(
+            f"| rollout-buffer GAE against SB3's loop ({'equal bit for bit' if exact else 'NOT bit-exact'}) | "
+            f"{', '.join(cells)} | `benchmarks/gae.py`, `gae.json` |"
+        )
+    return "\n".join(lines)
+
+
+def render_speed_breakdown(page: Path) -> str:
+    """Where ``learn()``'s time goes, PPO against XPPO: CPU microseconds per env-step, from speed.json."""
+    data = speed_results()
+    if data is None:
+        return "*No speed.json yet.*"
+    pieces = list(data["results"][0]["breakdown"]["PPO"]["us_per_step"])
+    header = " | ".join(f"{r['env']} PPO / XPPO" for r in data["results"])
+    lines = [f"| piece (us per env-step) | {header} |", "| --- |" + " --- |" * len(data["results"])]
+    for piece in [*pieces, "total"]:
+        cells = []
+        for r in data["results"]:
+            parts = [r["breakdown"][who]["us_per_step"] for who in ("PPO", "XPPO")]
+            values = [sum(p.values()) if piece == "total" else p.get(piece, float("nan")) for p in parts]
+            cells.append(f"{values[0]:.1f} / {values[1]:.1f}")
+        lines.append(f"| {piece.replace('_', ' ')} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def distill_results() -> dict[str, Any] | None:
+    return load(RESULTS / "distill_LunarLander-v3.json")
+
+
+def dagger_claim() -> str | None:
+    data = distill_results()
+    if data is None:
+        return None
+    median = data["median_steps"]
+    return (
+        f"95% of the teacher's return in {median['dagger']:,.0f} env steps against {median['ppo']:,.0f}: "
+        f"{data['ratio']:.0f}x fewer (the teacher's own training not counted)"
+    )
+
+
+def render_dagger_claim(page: Path) -> str:
+    """The DAgger result in one sentence, for the DAgger page."""
+    claim = dagger_claim()
+    bench = link(page, ROOT / "docs" / "guide" / "benchmarks.md", "how-much-does-dagger-save")
+    if claim is None:
+        return f"The distillation benchmark has no result yet ([Benchmarks]({bench}))."
+    return (
+        f"A fresh PPO student with `DaggerCallback`'s defaults, against PPO from scratch on LunarLander-v3, reaches "
+        f"{claim}. The command and the table are in [Benchmarks]({bench})."
+    )
+
+
+def render_dagger(page: Path) -> str:
+    data = distill_results()
+    if data is None:
+        return "*No distillation result yet.*"
+    per_seed = {
+        who: " / ".join(f"{r['steps']:,.0f}" if r["reached"] else "-" for r in data["runs"][who]) for who in ("dagger", "ppo")
+    }
+    return "\n".join(
+        [
+            "| what | DAgger student | PPO from scratch |",
+            "| --- | --- | --- |",
+            f"| who | {data['dagger_student']} | {data['ppo_from_scratch']} |",
+            f"| env steps to {data['threshold']:.1f} (95% of the teacher's {data['teacher']['mean_return']:.1f}), "
+            f"median | {data['median_steps']['dagger']:,.0f} | {data['median_steps']['ppo']:,.0f} |",
+            f"| per seed | {per_seed['dagger']} | {per_seed['ppo']} |",
+            f"| ratio | {data['ratio']:.0f}x fewer steps; the teacher's own training (PPO, rl-zoo3 settings) is not "
+            "counted | |",
+        ]
+    )
+
+
+def styles_claim() -> tuple[str, str] | None:
+    """(best "balanced" row's words, single critic's words) of the must-win campaign."""
+    data = report("multi_critic/styles")
+    if data is None:
+        return None
+    rows = next(iter(data["summary"].values()))["contenders"]
+    base = rows["mc-balanced-shared"]
+    return interval(base, "final", 2), interval(rows["single"], "final", 2)
+
+
+def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None, decimals: int = 2) -> str:
+    """A multi-critic campaign's rows: contender, seeds, final IQM and CI, seeds reaching the threshold, curve mean."""
+    data = report(campaign)
+    env_id, env_summary = next(iter(data["summary"].items()))
+    rows = env_summary["contenders"]
+    unverified = len(data.get("provenance", {}).get("unverified", []))
+    lines = [
+        f"| contender ({env_id}, {budget(env_summary['budget'])} steps) | seeds | final IQM [95% CI] | "
+        f"reached {env_summary['threshold']:g} | curve (mean) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in contenders or sorted(rows, key=lambda n: -rows[n]["final_iqm"]):
+        if name in rows:
+            row = rows[name]
+            lines.append(
+                f"| {name} | {seeds(row['seeds'])} | {interval(row, 'final', decimals)} | "
+                f"{row['reached']}/{len(row['seeds'])} | {row['curve_mean']:.{decimals}f} |"
+            )
+    if unverified:
+        lines += ["", f"*{unverified} of the report's runs are unverified: made before runs recorded a fingerprint.*"]
+    return "\n".join(lines)
+
+
+def render_multi_critic_styles(page: Path) -> str:
+    if report("multi_critic/styles") is None:
+        return "*The styles campaign has no report yet.*"
+    return multi_critic_table("multi_critic/styles")
+
+
+def faithful_lunar_campaign() -> str | None:
+    """The multi-critic campaign run on LunarLander-v3's own reward (:data:`FAITHFUL_LUNAR`), if one has reported."""
+    for campaign, data in campaign_reports(RESULTS / "multi_critic").items():
+        if FAITHFUL_LUNAR in data["summary"]:
+            return f"multi_critic/{campaign}"
+    return None
+
+
+def match_claim() -> str | None:
+    """ "scalarize" on a shared trunk against the single critic on the faithful env (None while its rerun is pending)."""
+    campaign = faithful_lunar_campaign()
+    if campaign is None:
+        return None
+    rows = report(campaign)["summary"][FAITHFUL_LUNAR]["contenders"]
+    shared = [name for name in rows if name.startswith("mc-scalarize-shared") and "-vn" not in name]
+    if "single" not in rows or not shared:
+        return "see the table"
+    name = "mc-scalarize-shared" if "mc-scalarize-shared" in rows else shared[0]
+    row, base = rows[name], rows["single"]
+    return f"{verdict(row, base, 'final')}: {interval(row, 'final')} against one critic's {interval(base, 'final')}"
+
+
+PENDING_MATCH = (
+    "*Rerun pending on the faithful env.* The must-match campaign is being rerun on `sb3_xppo/LunarLanderGroups-v3`, "
+    "LunarLander-v3's reward split into four groups bit for bit. The earlier runs used mo-lunar-lander-v3, whose "
+    "reward differs from LunarLander-v3's on the step that ends an episode, so they are not quoted as LunarLander-v3's. "
+    "This table appears when that campaign's report exists."
+)
+
+
+def render_multi_critic_match(page: Path) -> str:
+    campaign = faithful_lunar_campaign()
+    return PENDING_MATCH if campaign is None else multi_critic_table(campaign, decimals=1)
+
+
+def render_ray_vec_env(page: Path) -> str:
+    """``learn()`` env-steps/s over the lean env, ``SubprocVecEnv`` and ``RayVecEnv``, from ray_vec_env.json."""
+    results = load(RESULTS / "ray_vec_env.json")
+    if results is None:
+        return "Pending: `python benchmarks/ray_vec_env.py`."
+    machine, config = results["machine"], results["config"]
+    loads = [machine["load_average_before"][0], machine["load_average_after"][0]]
+    lines = [
+        f"Env-steps/s of `learn()` ({config['timesteps']:,} env-steps, best of {config['reps']}; wall clock), measured on a "
+        f"{machine['cpus']}-core machine shared with other jobs (1-minute load average {min(loads):.1f} to "
+        f"{max(loads):.1f}, so the numbers are noisy):",
+        "",
+        "| env | n_envs | lean | SubprocVecEnv | RayVecEnv | Ray / lean | Ray / Subproc |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    crossover: dict[str, list[int]] = {}
+    for row in results["rows"]:
+        rate = row["steps_per_s"]
+        lines.append(
+            f"| {row['env']} | {row['n_envs']} | {rate['lean']:,.0f} | {rate['subproc']:,.0f} | {rate['ray']:,.0f} | "
+            f"{rate['ray'] / rate['lean']:.2f}x | {rate['ray'] / rate['subproc']:.2f}x |"
+        )
+        crossover.setdefault(row["env"], [])
+        if rate["ray"] > rate["lean"]:
+            crossover[row["env"]].append(row["n_envs"])
+    lines.append("")
+    for env, above in crossover.items():
+        if above:
+            lines.append(f"- {env}: RayVecEnv is ahead of the lean env from {min(above)} envs on (here: n_envs {above}).")
+        else:
+            lines.append(f"- {env}: RayVecEnv is behind the lean env at every n_envs measured.")
+    return "\n".join(lines)
+
+
+def render_campaigns(page: Path) -> str:
+    """Every campaign: its report, its question, its seeds and its runs by provenance."""
+    lines = [
+        "| campaign (`benchmarks/results/...`) | question | runs: current / unverified / stale (left out) |",
+        "| --- | --- | --- |",
+    ]
+    for campaign, data in campaign_reports().items():
+        provenance = data.get("provenance", {})
+        counts = " / ".join(str(len(provenance.get(k, []))) for k in ("current", "unverified", "stale"))
+        lines.append(f"| `{campaign}` | {data.get('question') or '-'} | {counts} |")
+    return "\n".join(lines)
+
+
+def render_headline(page: Path) -> str:
+    """One row per claim, each with a plain verdict and a link to its evidence."""
+    guide = ROOT / "docs" / "guide" / "benchmarks.md"
+
+    def row(claim: str, result: str, anchor: str) -> str:
+        return f"| {claim} | {result} | [evidence]({link(page, guide, anchor)}) |"
+
+    lines = ["| claim | verdict | |", "| --- | --- | --- |"]
+    if found := comparisons(("final",), "xppo-asymmetric_spo-mse-mb"):
+        final = said(tally(found, "final"), len(found))
+        lines.append(row("XPPO's defaults are PPO's, bit for bit", f"the screen's best option ended {final}", "is-xppo-ppo"))
+    if (claim := speed_claim()) is not None:
+        lines.append(row("`learn()` faster than PPO's, PPO's options", claim, "is-it-faster"))
+    if (claim := recommended_claim()) is not None:
+        lines.append(row("`xppo_recommended` against PPO, PPO's hyperparameters", claim, "what-does-xppo_recommended-buy"))
+    if (claim := zoo_claim()) is not None:
+        lines.append(row("XPPO's tuned LunarLander entries (tuning)", claim, "is-it-faster"))
+    if (styles := styles_claim()) is not None:
+        lines.append(
+            row(
+                'multi-critic "balanced", two styles 100x apart',
+                f"{styles[0]} against one critic's {styles[1]}",
+                "does-multi-critic-help",
+            )
+        )
+    match = match_claim() or "rerun pending on the faithful env"
+    lines.append(row('multi-critic "scalarize", LunarLander-v3\'s reward', match, "does-multi-critic-help"))
+    if (claim := dagger_claim()) is not None:
+        lines.append(row("DAgger student against PPO from scratch", claim, "how-much-does-dagger-save"))
+    return "\n".join(lines)
+
+
+def render_decision(page: Path) -> str:
+    """Which setup to use: XPPO's defaults, ``xppo_recommended``, the tuned zoo entries, the multi-critic modes."""
+    bench = ROOT / "docs" / "guide" / "benchmarks.md"
+
+    def row(use: str, when: str, evidence: str | None, anchor: str) -> str:
+        return f"| {use} | {when} | {evidence or 'pending'} ([evidence]({link(page, bench, anchor)})) |"
+
+    styles = styles_claim()
+    return "\n".join(
+        [
+            "| use | when | evidence |",
+            "| --- | --- | --- |",
+            row(
+                '`XPPO("MlpPolicy", env)`',
+                "you want PPO exactly, faster",
+                "no loss option beat PPO on every env",
+                "is-xppo-ppo",
+            ),
+            row(
+                "`xppo_recommended(env)`",
+                "your own or rl-zoo3's PPO hyperparameters",
+                recommended_claim(),
+                "what-does-xppo_recommended-buy",
+            ),
+            row(
+                "`zoo_configs/xppo.yml` (`python -m sb3_xppo.train`)",
+                "the LunarLanders, where env steps cost more than compute (other entries: rl-zoo3's PPO ones)",
+                zoo_claim(),
+                "is-it-faster",
+            ),
+            row(
+                '"scalarize" (`normalize_groups=False, group_reduce="sum"`)',
+                "the group weights reproduce the reward you care about",
+                match_claim() or "rerun pending on the faithful env",
+                "does-multi-critic-help",
+            ),
+            row(
+                '"balanced" (`normalize_groups=True`, the default)',
+                "the groups are separate tasks or styles, their scales arbitrary",
+                f"{styles[0]} against one critic's {styles[1]}" if styles else None,
+                "does-multi-critic-help",
+            ),
+        ]
+    )
+
+
+#: Each region's renderer: ``render(page) -> markdown``
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "headline": render_headline,
+    "decision": render_decision,
+    "defaults": render_defaults,
+    "recommended": render_recommended,
+    "zoo-entries": render_zoo_entries,
+    "speed": render_speed,
+    "speed-breakdown": render_speed_breakdown,
+    "dagger": render_dagger,
+    "dagger-claim": render_dagger_claim,
+    "multi-critic-styles": render_multi_critic_styles,
+    "multi-critic-match": render_multi_critic_match,
+    "campaigns": render_campaigns,
+    "ray-vec-env": render_ray_vec_env,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------- pages
+
+
+def render_page(page: Path, text: str) -> str:
+    """``text`` with every region rendered afresh; an unknown region name is an error."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in RENDERERS:
+            raise ValueError(f"{page}: unknown region {name!r}; known: {sorted(RENDERERS)}")
+        return f"{match[1]}{RENDERERS[name](page)}\n{match[4]}"
+
+    return REGION.sub(fill, text)
+
+
+def held_intervals(root: Path = RESULTS) -> set[str]:
+    """
+    Every ``"iqm [low, high]"`` a result file holds (a summary row's ``<x>`` and ``<x>_ci``), at one and two decimals:
+    the precisions the reports and pages quote.
+    """
+    held: set[str] = set()
+
+    def walk(node: Any) -> Iterator[tuple[float, float, float]]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                ci = node.get(f"{key}_ci")
+                if isinstance(value, (int, float)) and isinstance(ci, list) and len(ci) == 2:
+                    yield float(value), float(ci[0]), float(ci[1])
+                yield from walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item)
+
+    for path in root.rglob("*.json"):
+        if any(part in RUN_CACHES for part in path.relative_to(root).parts):
+            continue
+        for triple in walk(load(path)):
+            for decimals in (1, 2):
+                held.add("{:.{d}f} [{:.{d}f}, {:.{d}f}]".format(*triple, d=decimals))
+    return held
+
+
+def unheld_intervals(pages: tuple[Path, ...] = PAGES, root: Path = RESULTS) -> list[str]:
+    """``"page:line: quoted"`` for every quoted ``x [low, high]`` that no result file holds (:func:`held_intervals`)."""
+    held = held_intervals(root)
+    found = []
+    for page in pages:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for match in INTERVAL.finditer(line):
+                if match[0] not in held:
+                    where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+                    found.append(f"{where}:{number}: {match[0]}")
+    return found
+
+
+def stale_regions(pages: tuple[Path, ...] = PAGES) -> list[str]:
+    """The pages whose regions differ from what :func:`render_page` writes."""
+    return [str(p.relative_to(ROOT)) for p in pages if render_page(p, text := p.read_text(encoding="utf-8")) != text]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a region or interval is off")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = [f"{page}: a region differs from its result files" for page in stale_regions()]
+        problems += [f"{where} is held by no result file" for where in unheld_intervals()]
+        print("\n".join(problems) or "every region and quoted interval matches the result files")
+        sys.exit(1 if problems else 0)
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        rendered = render_page(page, text)
+        if rendered != text:
+            page.write_text(rendered, encoding="utf-8")
+            print(f"rendered {page.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""
+What XPPO's algorithms over sb3-contrib's ``RecurrentPPO`` share (:class:`~sb3_xppo.RecurrentXPPO`,
+:class:`~sb3_xppo.MaskableRecurrentXPPO`): the rollout buffer of padded sequences, how a minibatch's actions are
+evaluated (the LSTM run over each sequence from the state stored at its start) and which samples count (not the
+padding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+
+from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
+from sb3_xppo.core.algorithm import XPPOCoreMixin
+from sb3_xppo.core.rollout import PolicyCalls, RecurrentPolicyCalls
+
+
+def reject_reward_groups(reward_groups: int | Sequence[str] | None, algorithm: str) -> None:
+    """
+    :param reward_groups: the constructor's ``reward_groups``
+    :param algorithm: the algorithm's name, for the message
+    :raises ValueError: when reward groups are asked for: the LSTM policies have one value output
+    """
+    if reward_groups is not None:
+        raise ValueError(
+            f"reward_groups (multi-critic) is not available with {algorithm} yet: its LSTM policies have one value "
+            "output. Use XPPO or MaskableXPPO for several critics."
+        )
+
+
+class RecurrentCoreMixin(XPPOCoreMixin):
+    """
+    XPPO's core on sb3-contrib's ``RecurrentPPO``: put it first in the bases, ``class RecurrentXPPO(RecurrentCoreMixin,
+    RecurrentPPO)``. Minibatches are sequences padded on the right; every mean is over the valid steps only
+    (``x[mask].mean()``, as ``RecurrentPPO``).
+    """
+
+    policy_calls_class: ClassVar[type[PolicyCalls]] = RecurrentPolicyCalls
+    #: the rollout buffers of padded sequences for (Box, Dict) observations: ``RecurrentPPO`` builds its own buffer
+    #: in ``_setup_model``, which this one's replaces (the same data, XPPO's GAE)
+    sequence_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]]] = (
+        XPPORecurrentRolloutBuffer,
+        XPPORecurrentDictRolloutBuffer,
+    )
+    n_steps: int
+    n_envs: int
+    gamma: float
+    gae_lambda: float
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        buffer = self.rollout_buffer
+        box, dict_obs = self.sequence_buffer_classes
+        buffer_class = dict_obs if isinstance(self.observation_space, spaces.Dict) else box
+        self.rollout_buffer = buffer_class(
+            self.n_steps,
+            self.observation_space,
+            self.action_space,
+            buffer.hidden_state_shape,
+            self.device,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            n_envs=self.n_envs,
+        )
+
+    def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        # RecurrentPPO's: the LSTM runs over each padded sequence from the state stored at its start
+        return self.policy.evaluate_actions(
+            rollout_data.observations, actions, rollout_data.lstm_states, rollout_data.episode_starts
+        )
+
+    def _valid_samples(self, rollout_data: Any) -> th.Tensor:
+        # The padding that makes sequences of equal length does not count (RecurrentPPO's mask)
+        return rollout_data.mask > 1e-8

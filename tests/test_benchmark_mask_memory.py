@@ -1,0 +1,68 @@
+"""The masks-and-memory benchmark (benchmarks/mask_memory.py): a tiny campaign end to end, its cache and provenance, and
+the published table rendered from the published report."""
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "mask_memory.py"
+PUBLISHED = ROOT / "benchmarks" / "results" / "mask_memory"
+
+
+@pytest.fixture(scope="module")
+def mask_memory():
+    spec = importlib.util.spec_from_file_location("benchmark_mask_memory", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmark_mask_memory"] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["benchmark_mask_memory"]
+
+
+def test_tiny_campaign_end_to_end(mask_memory, tmp_path, capsys):
+    args = ["--seeds", "0", "--budget", "512", "--n-evals", "2", "--eval-episodes", "2", "--final-episodes", "3"]
+    args += ["--bootstrap-reps", "100", "--out-dir", str(tmp_path)]
+    mask_memory.main(args)
+    folder = tmp_path / "mask_memory"
+    for name in ("report.json", "report.md", "plot.png", "table.md"):
+        assert (folder / name).is_file(), name
+    report = json.loads((folder / "report.json").read_text())
+    rows = report["summary"]["contenders"]
+    assert set(rows) == {"mask_lstm", "mask", "lstm"}
+    assert all(row["seeds"] == [0] and len(row["final_iqm_ci"]) == 2 for row in rows.values())
+    assert rows["mask_lstm"]["algorithm"].startswith("MaskableRecurrentXPPO")
+    assert "3 runs current" in report["provenance"]["note"]
+    # each run records the code that made it and its configuration's behavioural fingerprint
+    run = json.loads((folder / "runs" / "mask_lstm" / "seed0.json").read_text())
+    assert run["algo"] == "MaskableRecurrentXPPO" and run["code"]["versions"]["sb3-contrib"]
+    assert len(run["fingerprint"]) == 16 and len(run["eval_means"]) == 2 and len(run["final_returns"]) == 3
+    assert (folder / "table.md").read_text() == mask_memory.table(report["summary"])
+
+    # the cache: nothing runs again, the report is the same
+    capsys.readouterr()
+    mask_memory.main([*args, "--report-only"])
+    assert "3 runs current" in capsys.readouterr().out
+    assert json.loads((folder / "report.json").read_text())["summary"] == report["summary"]
+
+    # a run whose fingerprint today's code would not give is stale: left out of the report
+    run["fingerprint"] = "0" * 16
+    (folder / "runs" / "mask_lstm" / "seed0.json").write_text(json.dumps(run))
+    mask_memory.main([*args, "--report-only"])
+    report = json.loads((folder / "report.json").read_text())
+    assert set(report["summary"]["contenders"]) == {"mask", "lstm"}
+    assert "1 stale" in report["provenance"]["note"]
+
+
+@pytest.mark.skipif(not (PUBLISHED / "report.json").is_file(), reason="the campaign has not been run")
+def test_published_table_is_the_reports(mask_memory):
+    """docs/guide/contrib.md includes table.md: it is what the script renders from the published report."""
+    report = json.loads((PUBLISHED / "report.json").read_text())
+    assert (PUBLISHED / "table.md").read_text() == mask_memory.table(report["summary"])
+    assert set(report["summary"]["contenders"]) == set(mask_memory.CONTENDERS)
+    assert all(len(row["seeds"]) == 5 for row in report["summary"]["contenders"].values())
+    assert os.path.isfile(PUBLISHED / "plot.png")

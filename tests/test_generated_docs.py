@@ -1,0 +1,111 @@
+"""
+Every quoted benchmark result is generated (benchmarks/render_docs.py): the regions of README.md and docs/ are what
+the result files render to, and every quoted ``x [low, high]`` interval is one a result file holds. Reads the
+committed JSON only: nothing trains.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import render_docs
+
+
+def test_every_region_is_what_its_result_files_render() -> None:
+    assert render_docs.stale_regions() == [], "run: python benchmarks/render_docs.py"
+
+
+def test_every_quoted_interval_is_held_by_a_result_file() -> None:
+    assert render_docs.unheld_intervals() == []
+
+
+def test_the_pages_hold_the_regions() -> None:
+    regions = {
+        page.relative_to(ROOT).as_posix(): render_docs.REGION.findall(page.read_text(encoding="utf-8"))
+        for page in render_docs.PAGES
+    }
+    names = {page: {match[1] for match in found} for page, found in regions.items()}
+    assert {"headline", "decision"} <= names["README.md"]
+    assert {"headline", "defaults", "recommended", "zoo-entries", "speed", "dagger", "campaigns"} <= names[
+        "docs/guide/benchmarks.md"
+    ]
+    assert "decision" in names["docs/guide/xppo.md"]
+    assert "multi-critic-match" in names["docs/guide/multi_critic.md"]
+    used = set().union(*names.values())
+    assert used == set(render_docs.RENDERERS), "a renderer no page uses, or a region no renderer writes"
+
+
+def test_the_benchmarks_page_answers_first_and_stays_short() -> None:
+    text = (ROOT / "docs" / "guide" / "benchmarks.md").read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) < 25_000
+    headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+    questions = [h for h in headings if h.endswith("?")]
+    assert len(questions) >= 5 and headings.index("Method") > headings.index(questions[-1])
+    assert headings[-1] == "Glossary"
+
+
+def test_a_wrong_or_rounded_interval_is_caught(tmp_path: Path) -> None:
+    """The scan's negative control: the issue's two misquotes are flagged, the file's own figures are not."""
+    results = tmp_path / "results"
+    (results / "c").mkdir(parents=True)
+    row = dict(final_iqm=267.71, final_iqm_ci=[263.04, 270.98], curve_iqm=211.7, curve_iqm_ci=[207.5, 217.8])
+    (results / "c" / "report.json").write_text(json.dumps(dict(summary=dict(env=dict(contenders=dict(ppo=row))))))
+    page = tmp_path / "page.md"
+    page.write_text(
+        "PPO: 267.7 [263.0, 271.0], not 267.7 [263.0, 270.6]; the curve 211.7 [207.5, 217.8], not 212 [208, 218]\n"
+    )
+    found = render_docs.unheld_intervals((page,), results)
+    assert [where.rsplit(": ", 1)[1] for where in found] == ["267.7 [263.0, 270.6]", "212 [208, 218]"]
+
+
+def test_a_region_renders_from_its_file_and_stale_text_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "page.md"
+    text = "intro\n<!-- generated:multi-critic-match -->\nold\n<!-- /generated -->\noutro\n"
+    rendered = render_docs.render_page(page, text)
+    assert "old" not in rendered and rendered.startswith("intro\n<!-- generated:multi-critic-match -->\n")
+    assert rendered.endswith("<!-- /generated -->\noutro\n") and render_docs.render_page(page, rendered) == rendered
+    # with no report on the faithful env, the must-match region is the pending note
+    monkeypatch.setattr(render_docs, "faithful_lunar_campaign", lambda: None)
+    assert render_docs.PENDING_MATCH in render_docs.render_page(page, text)
+    with pytest.raises(ValueError, match="unknown region 'nope'"):
+        render_docs.render_page(page, "<!-- generated:nope -->\n<!-- /generated -->")
+
+
+def test_verdicts_need_apart_cis() -> None:
+    base = dict(final_iqm=10.0, final_iqm_ci=[8.0, 12.0])
+    assert render_docs.verdict(dict(final_iqm=14.0, final_iqm_ci=[12.5, 15.0]), base, "final") == "ahead"
+    assert render_docs.verdict(dict(final_iqm=14.0, final_iqm_ci=[11.9, 15.0]), base, "final") == "level"
+    assert render_docs.verdict(dict(final_iqm=5.0, final_iqm_ci=[4.0, 7.9]), base, "final") == "behind"
+
+
+def test_no_report_cites_a_stale_run_and_each_states_its_question() -> None:
+    def named(runs: list[dict]) -> set[tuple]:
+        return {(run["env"], run["contender"], run["seed"]) for run in runs}
+
+    for campaign, report in render_docs.campaign_reports().items():
+        assert not named(report.get("provenance", {}).get("stale", [])) & named(report["runs"]), campaign
+        assert report.get("question"), f"{campaign}: its report states no question"
+
+
+def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def row(iqm: float, low: float, high: float) -> dict:
+        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0)
+
+    contenders = {"single": row(260.0, 250.0, 270.0), "mc-scalarize-shared": row(265.0, 255.0, 275.0)}
+    summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+    folder = tmp_path / "multi_critic" / "lunar_groups"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    assert render_docs.faithful_lunar_campaign() == "multi_critic/lunar_groups"
+    table = render_docs.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
+    assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 5/5 |" in table and "pending" not in table
+    assert render_docs.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
