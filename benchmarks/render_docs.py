@@ -542,6 +542,62 @@ def render_decision(page: Path) -> str:
     )
 
 
+#: The screens of the third wave's options: (campaign, env, contender, baseline, option's name, baseline's name)
+SCREENS: tuple[tuple[str, str, str, str, str, str], ...] = (
+    ("screen_hpo_pendulum", "Pendulum-v1", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
+    ("screen_wave3_llc", "LunarLanderContinuous-v3", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
+    ("screen_beta_akl_pendulum", "Pendulum-v1", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
+    ("screen_wave3_llc", "LunarLanderContinuous-v3", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
+    (
+        "screen_beta_akl_pendulum",
+        "Pendulum-v1",
+        "xppo@use_sde=False@action_dist='beta'",
+        "xppo@use_sde=False",
+        "`action_dist='beta'`",
+        "Gaussian, `use_sde=False`",
+    ),
+    ("screen_wave3_llc", "LunarLanderContinuous-v3", "xppo@action_dist='beta'", PPO, "`action_dist='beta'`", "PPO (zoo)"),
+    ("screen_wave3_mujoco", "Hopper-v5", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
+    ("screen_wave3_mujoco", "Hopper-v5", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
+    ("screen_wave3_mujoco", "HalfCheetah-v5", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
+    ("screen_beta_bipedal", "BipedalWalker-v3", "xppo@action_dist='beta'", PPO, "`action_dist='beta'`", "PPO (zoo)"),
+)
+#: A screen row is shown once each side has this many seeds
+SCREEN_SEEDS = 3
+
+
+def render_screens(page: Path) -> str:
+    """
+    The screens of ``actor_loss='hpo'``, ``adaptive_kl`` and ``action_dist='beta'`` (:data:`SCREENS`), each against
+    its baseline at the zoo entry's hyperparameters; a screen with fewer than :data:`SCREEN_SEEDS` seeds a side is
+    listed as pending.
+    """
+    lines = [
+        "| option | env (budget, seeds) | against | final IQM [95% CI]: option / baseline | "
+        "curve IQM [95% CI]: option / baseline | verdict: final, curve |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    pending = []
+    for campaign, env_id, contender, baseline, name, baseline_name in SCREENS:
+        rows = rows_of(campaign, env_id)
+        row, base = rows.get(contender), rows.get(baseline)
+        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < SCREEN_SEEDS:
+            done = "no report yet" if not rows else f"{0 if row is None else len(row['seeds'])} of {SCREEN_SEEDS} seeds"
+            pending.append(f"{name} on {env_id} ({done})")
+            continue
+        env_budget = report(campaign)["summary"][env_id]["budget"]  # type: ignore[index]
+        lines.append(
+            f"| {name} | {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}; `{campaign}`) | {baseline_name} | "
+            f"{interval(row, 'final')} / {interval(base, 'final')} | "
+            f"{interval(row, 'curve')} / {interval(base, 'curve')} | {verdict(row, base, 'final')}, "
+            f"{verdict(row, base, 'curve')} |"
+        )
+    text = "\n".join(lines) if len(lines) > 2 else "*No screen has finished yet.*"
+    if pending:
+        text += "\n\nStill running (the run cache keeps what is done): " + "; ".join(pending) + "."
+    return text
+
+
 #: Each region's renderer: ``render(page) -> markdown``
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "headline": render_headline,
@@ -557,6 +613,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "multi-critic-match": render_multi_critic_match,
     "campaigns": render_campaigns,
     "ray-vec-env": render_ray_vec_env,
+    "screens": render_screens,
 }
 
 
