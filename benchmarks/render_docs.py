@@ -594,7 +594,7 @@ def render_screens(page: Path) -> str:
         )
     text = "\n".join(lines) if len(lines) > 2 else "*No screen has finished yet.*"
     if pending:
-        text += "\n\nStill running (the run cache keeps what is done): " + "; ".join(pending) + "."
+        text += "\n\nScreens not finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
     return text
 
 

@@ -109,3 +109,33 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
     table = render_docs.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
     assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 5/5 |" in table and "pending" not in table
     assert render_docs.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
+
+
+def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(iqm: float, low: float, high: float, seeds: list[int]) -> dict:
+        return dict(seeds=seeds, final_iqm=iqm, final_iqm_ci=[low, high], curve_iqm=iqm, curve_iqm_ci=[low, high])
+
+    def write(seeds: list[int]) -> None:
+        contenders = {"ppo": row(-180.0, -200.0, -160.0, [0, 1, 2]), "xppo@a=1": row(-150.0, -155.0, -145.0, seeds)}
+        summary = {"Pendulum-v1": dict(budget=100_000, threshold=-200.0, contenders=contenders)}
+        folder = tmp_path / "screen_x"
+        folder.mkdir(exist_ok=True)
+        (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+
+    screens = (
+        ("screen_x", "Pendulum-v1", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
+        ("screen_y", "Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
+    )
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    monkeypatch.setattr(render_docs, "SCREENS", screens)
+    page = ROOT / "docs" / "guide" / "xppo.md"
+    write([0, 1])
+    text = render_docs.render_screens(page)
+    assert "No screen has finished yet" in text and "`a=1` on Pendulum-v1 (2 of 3 seeds)" in text
+    assert "`a=1` on Hopper-v5 (no report yet)" in text
+    write([0, 1, 2])
+    text = render_docs.render_screens(page)
+    row_text = (
+        "| `a=1` | Pendulum-v1 (100k, seeds 0-2; `screen_x`) | PPO (zoo) | -150.0 [-155.0, -145.0] / -180.0 [-200.0, -160.0]"
+    )
+    assert row_text in text and text.count("ahead") == 2 and "Pendulum-v1 (" not in text.split("Screens not finished")[1]
