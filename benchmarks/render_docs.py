@@ -542,6 +542,23 @@ def render_decision(page: Path) -> str:
     )
 
 
+def render_pcgrad_cost(page: Path) -> str:
+    """The ``train()`` time of ``group_gradients='pcgrad'`` against plain multi-critic (``overhead_pcgrad.json``)."""
+    data = load(RESULTS / "overhead_pcgrad.json")
+    if data is None or "pcgrad" not in data:
+        return "- **Cost**: *`overhead_pcgrad.json` has not been written yet.*"
+    ratios = data["pcgrad"]
+    return (
+        "- **Cost**: one more backward pass through the actor per group. `python benchmarks/overhead.py --only critics\n"
+        "  --reps 15 --learn-steps 0 --no-contrib --out benchmarks/results/overhead_pcgrad.json` (CartPole, 2048 steps,\n"
+        '  batch 64, 2 epochs, 4 groups, one thread, a shared machine): `train()` with `group_gradients="pcgrad"` took\n'
+        f"  {ratios['paired_ratio']:.1f}x the time of the plain multi-critic on the same groups, by the median of the paired\n"
+        f"  ratios ({ratios['ratio']:.1f}x by the minimum over repetitions). On a policy this small the per-operation\n"
+        "  overhead of the extra backward passes dominates; the projection has no data-dependent branch, so the cost\n"
+        "  does not depend on how often the groups conflict."
+    )
+
+
 #: The screens of the third wave's options: (campaign, env, contender, baseline, option's name, baseline's name)
 SCREENS: tuple[tuple[str, str, str, str, str, str], ...] = (
     ("screen_hpo_pendulum", "Pendulum-v1", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
@@ -614,6 +631,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "campaigns": render_campaigns,
     "ray-vec-env": render_ray_vec_env,
     "screens": render_screens,
+    "pcgrad-cost": render_pcgrad_cost,
 }
 
 
