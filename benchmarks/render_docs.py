@@ -559,6 +559,40 @@ def render_pcgrad_cost(page: Path) -> str:
     )
 
 
+#: The learning-equivalence campaign of the EnvPool backend, its envs and its seeds per side
+ENVPOOL_CAMPAIGN, ENVPOOL_ENVS, ENVPOOL_SEEDS = "envpool_equivalence", ("LunarLander-v3", "Hopper-v5"), 5
+
+
+def render_envpool_equivalence(page: Path) -> str:
+    """
+    PPO's zoo entry trained on EnvPool's envs against gymnasium's, both evaluated on gymnasium's: the final IQMs and
+    whether their 95% CIs overlap ("level" is the equivalence the backend needs), per env once both sides have
+    :data:`ENVPOOL_SEEDS` seeds.
+    """
+    lines = [
+        "| env (budget, seeds) | final IQM [95% CI]: EnvPool / gymnasium | curve IQM [95% CI]: EnvPool / gymnasium | CIs |",
+        "| --- | --- | --- | --- |",
+    ]
+    pending = []
+    for env_id in ENVPOOL_ENVS:
+        rows = rows_of(ENVPOOL_CAMPAIGN, env_id)
+        row, base = rows.get("ppo@vec_env='envpool'"), rows.get(PPO)
+        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < ENVPOOL_SEEDS:
+            done = [0 if side is None else len(side["seeds"]) for side in (row, base)]
+            pending.append(f"{env_id} (EnvPool {done[0]}, gymnasium {done[1]} of {ENVPOOL_SEEDS} seeds)")
+            continue
+        env_budget = report(ENVPOOL_CAMPAIGN)["summary"][env_id]["budget"]  # type: ignore[index]
+        overlap = "overlap" if verdict(row, base, "final") == "level" else f"apart ({verdict(row, base, 'final')})"
+        lines.append(
+            f"| {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}) | {interval(row, 'final')} / "
+            f"{interval(base, 'final')} | {interval(row, 'curve')} / {interval(base, 'curve')} | {overlap} |"
+        )
+    text = "\n".join(lines) if len(lines) > 2 else "*No env of the campaign has finished yet.*"
+    if pending:
+        text += "\n\nNot finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
+    return text
+
+
 #: The screens of the third wave's options: (campaign, env, contender, baseline, option's name, baseline's name)
 SCREENS: tuple[tuple[str, str, str, str, str, str], ...] = (
     ("screen_hpo_pendulum", "Pendulum-v1", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
@@ -632,6 +666,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "ray-vec-env": render_ray_vec_env,
     "screens": render_screens,
     "pcgrad-cost": render_pcgrad_cost,
+    "envpool-equivalence": render_envpool_equivalence,
 }
 
 

@@ -139,3 +139,20 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
         "| `a=1` | Pendulum-v1 (100k, seeds 0-2; `screen_x`) | PPO (zoo) | -150.0 [-155.0, -145.0] / -180.0 [-200.0, -160.0]"
     )
     assert row_text in text and text.count("ahead") == 2 and "Pendulum-v1 (" not in text.split("Screens not finished")[1]
+
+
+def test_envpool_equivalence_says_whether_the_cis_overlap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(iqm: float, low: float, high: float) -> dict:
+        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], curve_iqm=iqm, curve_iqm_ci=[low, high])
+
+    contenders = {"ppo": row(260.0, 250.0, 270.0), "ppo@vec_env='envpool'": row(240.0, 200.0, 255.0)}
+    summary = {"LunarLander-v3": dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+    (tmp_path / "envpool_equivalence").mkdir()
+    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    text = render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
+    assert "| LunarLander-v3 (1M, seeds 0-4) | 240.0 [200.0, 255.0] / 260.0 [250.0, 270.0] |" in text
+    assert text.count("| overlap |") == 1 and "Hopper-v5 (EnvPool 0, gymnasium 0 of 5 seeds)" in text
+    contenders["ppo@vec_env='envpool'"] = row(100.0, 90.0, 110.0)
+    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+    assert "apart (behind)" in render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
