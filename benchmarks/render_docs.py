@@ -559,6 +559,93 @@ def render_pcgrad_cost(page: Path) -> str:
     )
 
 
+def render_multi_critic_overhead(page: Path) -> str:
+    """``train()`` time of 4 reward groups against single-critic XPPO (``overhead.json``'s ``multi_critic``)."""
+    data = load(RESULTS / "overhead.json")
+    if data is None or "multi_critic" not in data:
+        return "- Cost: *`benchmarks/overhead.py` has not written `overhead.json` yet.*"
+    ratios = {name: row["paired_ratio"] for name, row in data["multi_critic"].items()}
+    config = data["config"]
+    return (
+        f"- Cost (`python benchmarks/overhead.py --reps {config['reps']} --learn-steps 0`, {config['env']}, "
+        f"{config['n_steps']} steps,\n  batch {config['batch_size']}, the median of the paired ratios): `train()` with "
+        f"4 groups on the shared trunk takes {ratios['XPPO 4 critics']:.2f}x the time of single-critic XPPO, "
+        f"{ratios['XPPO 4 critics, normalize_values']:.2f}x with `normalize_values`\n"
+        f"  (the target is 1.15x), {ratios['XPPO 4 separate critics']:.2f}x with `separate_critics=True`.\n"
+        "  The per-part clipping works on the flat gradient buffer of the fast Adam step (one `_foreach_norm` for every\n"
+        "  part), and the normalizer's statistics are fixed once per `train()` call; the numbers are the same, bit for bit."
+    )
+
+
+#: The gradient-clipping A/B's campaigns, as the table's column prefixes: (campaign folder, label)
+CLIP_AB = (("lunar", "mo-lunar-lander"), ("styles", "styles"))
+
+
+def render_clip_ab(page: Path) -> str:
+    """
+    The gradient-clipping A/B (``multi_critic.py --clip-ab``): per contender and campaign, the means over the rollouts
+    of the actor step's ratio (joint clip over clip apart), approx_kl both ways, and the joint clip's coefficient
+    against the one the actor alone would get.
+    """
+    found = [(label, data) for folder, label in CLIP_AB if (data := load(RESULTS / "multi_critic" / folder / "clip_ab.json"))]
+    if not found:
+        return "*No `clip_ab.json` has been written yet.*"
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    header = ["contender"]
+    for label, _ in found:
+        header += [
+            f"{label}: actor step joint ÷ apart",
+            f"{label}: approx_kl joint / apart",
+            f"{label}: clip coef joint / actor alone",
+        ]
+    rollouts = "; ".join(f"{label}: {len(next(iter(d['results'].values())))} rollouts, `{d['command']}`" for label, d in found)
+    lines = [
+        f"Means over the rollouts of seed 0 ({rollouts}; `benchmarks/results/multi_critic/<campaign>/clip_ab.json`). "
+        "Actor step: the norm of the actor's parameter change over one `train()` call, joint clip over clip apart; "
+        "clip coef: the mean factor the joint clip applies to the actor's gradient, and the one it gets clipped on its own.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    for name in found[0][1]["results"]:
+        cells = [name]
+        for _, data in found:
+            runs = data["results"].get(name)
+            if runs is None:
+                cells += ["-", "-", "-"]
+                continue
+            joint, apart = [r["joint"] for r in runs], [r["per_part"] for r in runs]
+            cells += [
+                f"{mean([j['actor_step'] / a['actor_step'] for j, a in zip(joint, apart, strict=True)]):.2f}",
+                f"{mean([j['approx_kl'] for j in joint]):.4f} / {mean([a['approx_kl'] for a in apart]):.4f}",
+                f"{mean([j['grad_clip_coef'] for j in joint]):.3f} / "
+                f"{mean([a['grad_clip_coef_actor_alone'] for a in apart]):.3f}",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_vec_env_throughput(page: Path) -> str:
+    """Env-only steps/s of the lean env against ``DummyVecEnv`` + ``Monitor`` and the bare floor (``vec_env.json``)."""
+    data = load(RESULTS / "vec_env.json")
+    if data is None:
+        return "Pending: `python benchmarks/vec_env.py --profile`."
+    lines = [
+        "| env | made as | DummyVecEnv + Monitor | lean | lean / dummy | floor / dummy | bit for bit |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in data["rows"]:
+        rate = row["best_steps_per_s"]
+        lines.append(
+            f"| {row['env']} x{row['n_envs']} | `{row['made_as']}` | {rate['dummy']:,.0f} | {rate['lean']:,.0f} | "
+            f"{row['ratio_best']:.2f}x | {row['floor_ratio']:.2f}x | {'yes' if row['bit_exact'] else '**no**'} |"
+        )
+    return "\n".join(lines)
+
+
 #: The learning-equivalence campaign of the EnvPool backend, its envs and its seeds per side
 ENVPOOL_CAMPAIGN, ENVPOOL_ENVS, ENVPOOL_SEEDS = "envpool_equivalence", ("LunarLander-v3", "Hopper-v5"), 5
 
@@ -667,6 +754,9 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "screens": render_screens,
     "pcgrad-cost": render_pcgrad_cost,
     "envpool-equivalence": render_envpool_equivalence,
+    "multi-critic-overhead": render_multi_critic_overhead,
+    "clip-ab": render_clip_ab,
+    "vec-env-throughput": render_vec_env_throughput,
 }
 
 
