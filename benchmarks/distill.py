@@ -19,7 +19,8 @@ Both are evaluated (deterministic, ``--eval-episodes`` episodes) every few thous
 ``EvalCallback`` and stop at the first evaluation >= the threshold (``R - 0.05 |R|``), or at ``--max-steps``.
 Prints a table and writes ``benchmarks/results/distill_<env>.json`` and a PNG of the learning curves.
 
-usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--ppo-seeds 0] [--pretrain-steps 64] [--quick]
+usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--ppo-seeds 0] [--pretrain-steps 64]
+                                   [--name NAME] [--quick]
        (--quick: CartPole-v1, one seed unless --seeds, small budgets, about a minute per run)
 """
 
@@ -211,6 +212,11 @@ def main() -> None:
         default=0,
         help="also run each DAgger seed with DaggerCallback(pretrain_steps=N), a teacher-driven warm-up (0: not)",
     )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="write distill_<env>_<name>.json/.png (default: distill_<env>, and distill_<env>_quick with --quick)",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="CartPole-v1, one seed, small budgets")
     args = parser.parse_args()
@@ -325,7 +331,8 @@ def main() -> None:
             dagger_pretrain_total=median(results["dagger_pretrain"], warm_up_steps),
         )
     os.makedirs(RESULTS, exist_ok=True)
-    stem = os.path.join(RESULTS, f"distill_{args.env}{'_quick' if args.quick else ''}")
+    suffix = f"_{args.name}" if args.name else "_quick" if args.quick else ""
+    stem = os.path.join(RESULTS, f"distill_{args.env}{suffix}")
     with open(stem + ".json", "w") as file:
         json.dump(summary, file, indent=2)
     print(f"wrote {stem}.json")

@@ -396,7 +396,7 @@ def match_claim() -> str | None:
     if campaign is None:
         return None
     rows = report(campaign)["summary"][FAITHFUL_LUNAR]["contenders"]
-    shared = [name for name in rows if name.startswith("mc-scalarize-shared") and "-vn" not in name]
+    shared = [name for name in rows if name.startswith("mc-scalarize-shared") and "-vn" not in name and "-pcgrad" not in name]
     if "single" not in rows or not shared:
         return "see the table"
     name = "mc-scalarize-shared" if "mc-scalarize-shared" in rows else shared[0]
@@ -646,6 +646,56 @@ def render_vec_env_throughput(page: Path) -> str:
     return "\n".join(lines)
 
 
+#: PCGrad's campaigns: (report under multi_critic/, env, the mode with PCGrad, the same mode without, its words)
+PCGRAD_CAMPAIGNS = (
+    (
+        "styles_pcgrad",
+        "sb3_xppo/TwoStylePendulum-v0",
+        "mc-balanced-separate-vn-pcgrad",
+        "mc-balanced-separate-vn",
+        "balanced, separate critics, value normalization (the best mode there)",
+    ),
+    (
+        "lunar_groups",
+        FAITHFUL_LUNAR,
+        "mc-scalarize-shared-pcgrad@group_value_weights='squared'",
+        "mc-scalarize-shared@group_value_weights='squared'",
+        "scalarize, shared trunk (the mode whose objective is the reward's)",
+    ),
+)
+PCGRAD_SEEDS = 5
+
+
+def render_pcgrad_worth(page: Path) -> str:
+    """``group_gradients='pcgrad'`` against the same mode without it, on both multi-critic envs (:data:`PCGRAD_CAMPAIGNS`)."""
+    lines = [
+        "| env (budget, seeds) | mode | final IQM [95% CI]: PCGrad / without | curve IQM [95% CI]: PCGrad / without | "
+        "verdict: final, curve | pairs in conflict |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    pending = []
+    for campaign, env_id, contender, baseline, mode in PCGRAD_CAMPAIGNS:
+        data = report(f"multi_critic/{campaign}")
+        rows = data["summary"].get(env_id, {}).get("contenders", {}) if data else {}
+        row, base = rows.get(contender), rows.get(baseline)
+        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < PCGRAD_SEEDS:
+            done = [0 if side is None else len(side["seeds"]) for side in (row, base)]
+            pending.append(f"{env_id} (PCGrad {done[0]}, without {done[1]} of {PCGRAD_SEEDS} seeds)")
+            continue
+        runs = [load(RESULTS / "multi_critic" / r["file"]) for r in data["runs"] if r["contender"] == contender]
+        conflicts = [c for r in runs if r and (c := r.get("train_logs", {}).get("train/pcgrad_conflict_fraction")) is not None]
+        conflict = f"{100 * sum(conflicts) / len(conflicts):.0f}%" if conflicts else "-"
+        lines.append(
+            f"| {env_id} ({budget(data['summary'][env_id]['budget'])}, seeds {seeds(row['seeds'])}; `{campaign}`) | {mode} | "
+            f"{interval(row, 'final', 2)} / {interval(base, 'final', 2)} | {interval(row, 'curve', 2)} / "
+            f"{interval(base, 'curve', 2)} | {verdict(row, base, 'final')}, {verdict(row, base, 'curve')} | {conflict} |"
+        )
+    text = "\n".join(lines) if len(lines) > 2 else "*No PCGrad campaign has finished yet.*"
+    if pending:
+        text += "\n\nNot finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
+    return text
+
+
 #: The learning-equivalence campaign of the EnvPool backend, its envs and its seeds per side
 ENVPOOL_CAMPAIGN, ENVPOOL_ENVS, ENVPOOL_SEEDS = "envpool_equivalence", ("LunarLander-v3", "Hopper-v5"), 5
 
@@ -753,6 +803,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "ray-vec-env": render_ray_vec_env,
     "screens": render_screens,
     "pcgrad-cost": render_pcgrad_cost,
+    "pcgrad-worth": render_pcgrad_worth,
     "envpool-equivalence": render_envpool_equivalence,
     "multi-critic-overhead": render_multi_critic_overhead,
     "clip-ab": render_clip_ab,
