@@ -343,6 +343,38 @@ def render_dagger(page: Path) -> str:
     )
 
 
+def dash(value: float | None) -> str:
+    """A step count (``"12,288"``), or ``"-"`` where none was reached."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
+#: The distillation runs with a warm-up (``distill.py --pretrain-steps N``), by file stem under ``RESULTS``
+PRETRAIN_RESULTS = ("distill_LunarLander-v3_pretrain", "distill_CartPole-v1_quick")
+
+
+def render_dagger_pretrain(page: Path) -> str:
+    """Steps to the threshold of the DAgger student with and without ``pretrain_steps``, per env that has been run."""
+    lines = [
+        "| env (seeds) | warm-up | without: median RL steps (per seed) | with: median RL steps (per seed) | "
+        "with: median total steps |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for stem in PRETRAIN_RESULTS:
+        data = load(RESULTS / f"{stem}.json")
+        if data is None or "dagger_pretrain" not in data["runs"]:
+            continue
+        runs, median = data["runs"], data["median_steps"]
+        per_seed = {who: " / ".join(f"{r['steps']:,}" if r["reached"] else "-" for r in runs[who]) for who in runs}
+        lines.append(
+            f"| {data['env']} ({seeds([r['seed'] for r in runs['dagger']])}; `{stem}.json`) | "
+            f"{data['pretrain_steps']} vector steps = {runs['dagger_pretrain'][0]['pretrain_env_steps']:,} env steps | "
+            f"{dash(median['dagger'])} ({per_seed['dagger']}) | "
+            f"{dash(median['dagger_pretrain'])} ({per_seed['dagger_pretrain']}) | "
+            f"{dash(median['dagger_pretrain_total'])} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else "*No run with a warm-up yet.*"
+
+
 def styles_claim() -> tuple[str, str] | None:
     """(best "balanced" row's words, single critic's words) of the must-win campaign."""
     data = report("multi_critic/styles")
@@ -797,6 +829,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "speed-breakdown": render_speed_breakdown,
     "dagger": render_dagger,
     "dagger-claim": render_dagger_claim,
+    "dagger-pretrain": render_dagger_pretrain,
     "multi-critic-styles": render_multi_critic_styles,
     "multi-critic-match": render_multi_critic_match,
     "campaigns": render_campaigns,
