@@ -359,6 +359,7 @@ def render_dagger_pretrain(page: Path) -> str:
         "with: median total steps |",
         "| --- | --- | --- | --- | --- |",
     ]
+    verdicts = []
     for stem in PRETRAIN_RESULTS:
         data = load(RESULTS / f"{stem}.json")
         if data is None or "dagger_pretrain" not in data["runs"]:
@@ -366,13 +367,21 @@ def render_dagger_pretrain(page: Path) -> str:
         runs, median = data["runs"], data["median_steps"]
         per_seed = {who: " / ".join(f"{r['steps']:,}" if r["reached"] else "-" for r in runs[who]) for who in runs}
         lines.append(
-            f"| {data['env']} ({seeds([r['seed'] for r in runs['dagger']])}; `{stem}.json`) | "
+            f"| {data['env']} (seeds {seeds([r['seed'] for r in runs['dagger']])}; "
+            f"teacher {data['teacher']['mean_return']:.1f}, "
+            f"threshold {data['threshold']:.1f}; `{stem}.json`) | "
             f"{data['pretrain_steps']} vector steps = {runs['dagger_pretrain'][0]['pretrain_env_steps']:,} env steps | "
             f"{dash(median['dagger'])} ({per_seed['dagger']}) | "
             f"{dash(median['dagger_pretrain'])} ({per_seed['dagger_pretrain']}) | "
             f"{dash(median['dagger_pretrain_total'])} |"
         )
-    return "\n".join(lines) if len(lines) > 2 else "*No run with a warm-up yet.*"
+        without, total = median["dagger"], median["dagger_pretrain_total"]
+        if without is not None and total is not None:
+            words = "fewer" if total < without else "more" if total > without else "as many"
+            verdicts.append(f"{data['env']}: {words} steps with the warm-up, its own steps counted")
+    if len(lines) == 2:
+        return "*No run with a warm-up yet.*"
+    return "\n".join(lines) + ("\n\nBy the medians: " + "; ".join(verdicts) + "." if verdicts else "")
 
 
 def styles_claim() -> tuple[str, str] | None:
