@@ -156,3 +156,61 @@ def test_envpool_equivalence_says_whether_the_cis_overlap(tmp_path: Path, monkey
     contenders["ppo@vec_env='envpool'"] = row(100.0, 90.0, 110.0)
     (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
     assert "apart (behind)" in render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
+
+
+def test_pcgrad_worth_shows_each_env_once_both_sides_have_five_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(iqm: float, seeds: list[int]) -> dict:
+        return dict(seeds=seeds, final_iqm=iqm, final_iqm_ci=[iqm - 0.1, iqm + 0.1], curve_iqm=iqm, curve_iqm_ci=[iqm, iqm])
+
+    campaign, env_id, with_pcgrad, without = render_docs.PCGRAD_CAMPAIGNS[0][:4]
+    folder = tmp_path / "multi_critic" / campaign
+    (folder / "runs").mkdir(parents=True)
+    (folder / "runs" / "a.json").write_text(json.dumps(dict(train_logs={"train/pcgrad_conflict_fraction": 0.25})))
+
+    def write(seeds: list[int]) -> None:
+        contenders = {with_pcgrad: row(0.5, seeds), without: row(0.9, [0, 1, 2, 3, 4])}
+        runs = [dict(contender=with_pcgrad, file=f"{campaign}/runs/a.json")]
+        summary = {env_id: dict(budget=200_000, threshold=0.8, contenders=contenders)}
+        (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=runs, question="q")))
+
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    page = ROOT / "docs" / "guide" / "multi_critic.md"
+    write([0, 1, 2])
+    text = render_docs.render_pcgrad_worth(page)
+    assert "No PCGrad campaign has finished yet" in text and f"{env_id} (PCGrad 3, without 5 of 5 seeds)" in text
+    write([0, 1, 2, 3, 4])
+    text = render_docs.render_pcgrad_worth(page)
+    assert "| 0.50 [0.40, 0.60] / 0.90 [0.80, 1.00] |" in text and "| behind, behind | 25% |" in text
+
+
+def test_the_must_match_claim_is_the_plain_scalarize_mode_not_its_pcgrad_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def row(iqm: float) -> dict:
+        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[iqm - 5, iqm + 5], reached=5, curve_mean=1.0)
+
+    squared = "mc-scalarize-shared@group_value_weights='squared'"
+    contenders = {"single": row(250.0), squared.replace("shared", "shared-pcgrad"): row(100.0), squared: row(252.0)}
+    summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+    (tmp_path / "multi_critic" / "lunar_groups").mkdir(parents=True)
+    (tmp_path / "multi_critic" / "lunar_groups" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[])))
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    assert render_docs.match_claim() == "level: 252.0 [247.0, 257.0] against one critic's 250.0 [245.0, 255.0]"
+
+
+def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(seed: int, steps: int, warm_up: bool) -> dict:
+        return dict(seed=seed, steps=steps, reached=True, **(dict(pretrain_env_steps=512) if warm_up else {}))
+
+    data = dict(
+        env="CartPole-v1",
+        teacher=dict(mean_return=500.0),
+        threshold=475.0,
+        pretrain_steps=64,
+        runs=dict(dagger=[run(0, 2048, False)], dagger_pretrain=[run(0, 1024, True)]),
+        median_steps=dict(dagger=2048.0, dagger_pretrain=1024.0, dagger_pretrain_total=1536.0),
+    )
+    (tmp_path / "distill_CartPole-v1_quick.json").write_text(json.dumps(data))
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    text = render_docs.render_dagger_pretrain(ROOT / "docs" / "guide" / "dagger.md")
+    assert "| 2,048 (2,048) | 1,024 (1,024) | 1,536 |" in text and "CartPole-v1: fewer steps with the warm-up" in text
