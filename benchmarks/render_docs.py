@@ -348,6 +348,14 @@ def dash(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def table_with_pending(lines: list[str], pending: list[str], empty: str, lead: str = "Not finished") -> str:
+    """A comparison table (``lines``, its header first) or ``empty`` when it has no row, then what is still running."""
+    text = "\n".join(lines) if len(lines) > 2 else empty
+    if pending:
+        text += f"\n\n{lead} (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
+    return text
+
+
 #: The distillation runs with a warm-up (``distill.py --pretrain-steps N``), by file stem under ``RESULTS``
 PRETRAIN_RESULTS = ("distill_LunarLander-v3_pretrain", "distill_CartPole-v1_quick")
 
@@ -731,10 +739,7 @@ def render_pcgrad_worth(page: Path) -> str:
             f"{interval(row, 'final', 2)} / {interval(base, 'final', 2)} | {interval(row, 'curve', 2)} / "
             f"{interval(base, 'curve', 2)} | {verdict(row, base, 'final')}, {verdict(row, base, 'curve')} | {conflict} |"
         )
-    text = "\n".join(lines) if len(lines) > 2 else "*No PCGrad campaign has finished yet.*"
-    if pending:
-        text += "\n\nNot finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
-    return text
+    return table_with_pending(lines, pending, "*No PCGrad campaign has finished yet.*")
 
 
 #: The learning-equivalence campaign of the EnvPool backend, its envs and its seeds per side
@@ -765,10 +770,7 @@ def render_envpool_equivalence(page: Path) -> str:
             f"| {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}) | {interval(row, 'final')} / "
             f"{interval(base, 'final')} | {interval(row, 'curve')} / {interval(base, 'curve')} | {overlap} |"
         )
-    text = "\n".join(lines) if len(lines) > 2 else "*No env of the campaign has finished yet.*"
-    if pending:
-        text += "\n\nNot finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
-    return text
+    return table_with_pending(lines, pending, "*No env of the campaign has finished yet.*")
 
 
 #: The screens of the third wave's options: (campaign, env, contender, baseline, option's name, baseline's name)
@@ -821,10 +823,7 @@ def render_screens(page: Path) -> str:
             f"{interval(row, 'curve')} / {interval(base, 'curve')} | {verdict(row, base, 'final')}, "
             f"{verdict(row, base, 'curve')} |"
         )
-    text = "\n".join(lines) if len(lines) > 2 else "*No screen has finished yet.*"
-    if pending:
-        text += "\n\nScreens not finished (the run cache keeps the runs done so far): " + "; ".join(pending) + "."
-    return text
+    return table_with_pending(lines, pending, "*No screen has finished yet.*", "Screens not finished")
 
 
 #: Each region's renderer: ``render(page) -> markdown``
