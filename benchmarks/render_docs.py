@@ -462,8 +462,22 @@ PENDING_MATCH = (
 
 
 def render_multi_critic_match(page: Path) -> str:
+    """The must-match table, then what value normalization does on the same reward (``single-vn`` against ``single``)."""
     campaign = faithful_lunar_campaign()
-    return PENDING_MATCH if campaign is None else multi_critic_table(campaign, decimals=1)
+    if campaign is None:
+        return PENDING_MATCH
+    rows = report(campaign)["summary"][FAITHFUL_LUNAR]["contenders"]  # type: ignore[index]
+    # PCGrad's rows are its own table's (``pcgrad-worth``)
+    plain = tuple(sorted((name for name in rows if "-pcgrad" not in name), key=lambda name: -rows[name]["final_iqm"]))
+    text = multi_critic_table(campaign, plain, decimals=1)
+    if "single-vn" in rows and "single" in rows:
+        vn, base = rows["single-vn"], rows["single"]
+        text += (
+            f"\n\nValue normalization (`single-vn`, what `xppo_recommended` adds) against the single critic: final "
+            f"{verdict(vn, base, 'final')}, curve {verdict(vn, base, 'curve')} ({interval(vn, 'curve')} against "
+            f"{interval(base, 'curve')})."
+        )
+    return text
 
 
 def render_ray_vec_env(page: Path) -> str:

@@ -10,11 +10,9 @@ the "scalarize" mode (the default here: ``normalize_groups=False, group_reduce="
 advantages with the reward's own weights, so that its actor's objective is the single critic's and only the
 baseline is learned in parts (the critics' loss in the scalar reward's units: ``group_value_weights="squared"``,
 that mode's default). ``--mode balanced`` z-scores each group's advantages first (XPPO's default, for groups whose
-scales are arbitrary), which changes the objective here. The 5-seed campaign of ``benchmarks/multi_critic.py``
-found "scalarize" level with the single critic and "balanced" far behind on mo-lunar-lander-v3's reward, which is
-LunarLander-v3's but on the step that ends an episode, where it keeps the shaping and fuel terms beside the
-outcome (docs/guide/benchmarks.md); its rerun on this env is pending. Both models are evaluated on LunarLander-v3's
-return (deterministic policy), seed by seed.
+scales are arbitrary), which changes the objective here. The 5-seed campaign of ``benchmarks/multi_critic.py`` on
+this env found "scalarize" level with the single critic (docs/guide/multi_critic.md, Evidence). Both models are
+evaluated on LunarLander-v3's return (deterministic policy), seed by seed.
 
 usage: python examples/multi_critic_lunar_lander.py [--steps 1000000] [--seeds 0 1 2] [--n-envs 16]
                                                      [--separate-critics] [--eval-episodes 20] [--quick]
