@@ -112,11 +112,20 @@ def sorted_items(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(sorted(info.items())) for info in infos]
 
 
-def assert_released(env: RayVecEnv) -> None:
-    """Every actor of ``env`` is gone."""
+def assert_released(env: RayVecEnv, timeout: float = 60.0) -> None:
+    """
+    Every actor of ``env`` is gone within ``timeout`` seconds: ``ray.kill`` is asynchronous, so a call made just
+    after it may still be answered.
+    """
+    deadline = time.monotonic() + timeout
     for handle in env.actors:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(handle.describe.remote(), timeout=60)
+        while True:
+            try:
+                ray.get(handle.describe.remote(), timeout=timeout)
+            except ray.exceptions.RayActorError:
+                break
+            assert time.monotonic() < deadline, f"an actor still answers {timeout} s after its release"
+            time.sleep(0.1)
 
 
 # --- without a cluster: the arguments ---------------------------------------------------------------------------------
