@@ -232,8 +232,16 @@ def render_zoo_entries(page: Path) -> str:
     return "\n".join(lines)
 
 
-def speed_results() -> dict[str, Any] | None:
-    return load(RESULTS / "speed.json")
+def speed_results(vec_env: bool = False) -> dict[str, Any] | None:
+    """
+    :param vec_env: the rows of XPPO on another VecEnv (``<env id>@<vec env>``) instead of the plain rows, where
+        both algorithms step SB3's ``make_vec_env``
+    :return: speed.json with only those rows (None without the file)
+    """
+    data = load(RESULTS / "speed.json")
+    if data is None:
+        return None
+    return {**data, "results": [r for r in data["results"] if ("@" in r["env"]) == vec_env]}
 
 
 def speed_claim() -> str | None:
@@ -709,6 +717,26 @@ def render_vec_env_throughput(page: Path) -> str:
     return "\n".join(lines)
 
 
+def render_vec_env_speed(page: Path) -> str:
+    """``learn()`` of XPPO on the lean and EnvPool envs against SB3 PPO on ``make_vec_env``'s (speed.json's rows)."""
+    data = speed_results(vec_env=True)
+    if data is None or not data["results"]:
+        return "Pending: `python benchmarks/speed.py --contrib`."
+    lines = [
+        "| env, XPPO's VecEnv | XPPO / PPO env-steps/s: best, median paired (CPU time) | target | PPO's parameters |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in data["results"]:
+        met = "" if r["target"] is None else f"{r['target']}x ({'met' if r['target_met'] else 'missed'})"
+        exact = "bit for bit" if r["bit_exact"] else f"no (EnvPool's envs; max diff {r['max_abs_param_diff']:.2g})"
+        env_id, vec_env = r["env"].split("@")
+        lines.append(
+            f"| {env_id}, {vec_env} | {r['ratio_best']:.2f}x, {r['ratio_paired']:.2f}x ({r['cpu_ratio_paired']:.2f}x) | "
+            f"{met} | {exact} |"
+        )
+    return "\n".join(lines)
+
+
 #: PCGrad's campaigns: (report under multi_critic/, env, the mode with PCGrad, the same mode without, its words)
 PCGRAD_CAMPAIGNS = (
     (
@@ -823,6 +851,8 @@ def render_screens(page: Path) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     pending = []
+    # option -> the (env, option's row, baseline's row) of its finished screens
+    finished: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
     for campaign, env_id, contender, baseline, name, baseline_name in SCREENS:
         rows = rows_of(campaign, env_id)
         row, base = rows.get(contender), rows.get(baseline)
@@ -830,6 +860,7 @@ def render_screens(page: Path) -> str:
             done = "no report yet" if not rows else f"{0 if row is None else len(row['seeds'])} of {SCREEN_SEEDS} seeds"
             pending.append(f"{name} on {env_id} ({done})")
             continue
+        finished.setdefault(name, []).append((env_id, 0, row, base))
         env_budget = report(campaign)["summary"][env_id]["budget"]  # type: ignore[index]
         lines.append(
             f"| {name} | {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}; `{campaign}`) | {baseline_name} | "
@@ -837,7 +868,22 @@ def render_screens(page: Path) -> str:
             f"{interval(row, 'curve')} / {interval(base, 'curve')} | {verdict(row, base, 'final')}, "
             f"{verdict(row, base, 'curve')} |"
         )
-    return table_with_pending(lines, pending, "*No screen has finished yet.*", "Screens not finished")
+    text = table_with_pending(lines, pending, "*No screen has finished yet.*", "Screens not finished")
+    worth = []
+    for name, found in finished.items():
+        if any(entry.startswith(f"{name} on ") for entry in pending):
+            continue  # its verdict waits for all its screens
+        final, curve = tally(found, "final"), tally(found, "curve")
+        ahead = sorted(set(final["ahead"]) | set(curve["ahead"]))
+        outcome = (
+            f"it earns a confirmation on 10 fresh seeds on {', '.join(ahead)}"
+            if ahead
+            else "it is ahead nowhere, so no confirmation is run and nothing recommends it"
+        )
+        worth.append(
+            f"- {name}, every screen done: final return {said(final, len(found))}; curve {said(curve, len(found))}; {outcome}."
+        )
+    return text + ("\n\nWhat each option is worth so far:\n\n" + "\n".join(worth) if worth else "")
 
 
 #: Each region's renderer: ``render(page) -> markdown``
@@ -863,6 +909,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "multi-critic-overhead": render_multi_critic_overhead,
     "clip-ab": render_clip_ab,
     "vec-env-throughput": render_vec_env_throughput,
+    "vec-env-speed": render_vec_env_speed,
 }
 
 

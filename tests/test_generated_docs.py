@@ -139,6 +139,13 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
         "| `a=1` | Pendulum-v1 (100k, seeds 0-2; `screen_x`) | PPO (zoo) | -150.0 [-155.0, -145.0] / -180.0 [-200.0, -160.0]"
     )
     assert row_text in text and text.count("ahead") == 2 and "Pendulum-v1 (" not in text.split("Screens not finished")[1]
+    assert "worth" not in text  # the option's verdict waits for its Hopper-v5 screen
+    monkeypatch.setattr(render_docs, "SCREENS", screens[:1])
+    worth = render_docs.render_screens(page).split("What each option is worth so far:\n\n")[1]
+    assert worth == (
+        "- `a=1`, every screen done: final return ahead on 1 of 1 (Pendulum-v1); curve ahead on 1 of 1 (Pendulum-v1); "
+        "it earns a confirmation on 10 fresh seeds on Pendulum-v1."
+    )
 
 
 def test_envpool_equivalence_says_whether_the_cis_overlap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,3 +221,28 @@ def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monke
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     text = render_docs.render_dagger_pretrain(ROOT / "docs" / "guide" / "dagger.md")
     assert "| 2,048 (2,048) | 1,024 (1,024) | 1,536 |" in text and "CartPole-v1: fewer steps with the warm-up" in text
+
+
+def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """speed.json's ``<env>@<vec env>`` rows go to the vec env page with their targets; the plain rows stay PPO's claim."""
+    breakdown = {who: dict(us_per_step=dict(env=1.0, forward=2.0)) for who in ("PPO", "XPPO")}
+
+    def row(env: str, ratio: float, target: float | None, exact: bool) -> dict:
+        return dict(
+            env=env, ratio_best=ratio, ratio_paired=ratio - 0.01, cpu_ratio_paired=ratio + 0.01, target=target,
+            target_met=None if target is None else ratio >= target, bit_exact=exact,
+            max_abs_param_diff=0.0 if exact else 0.5, breakdown=breakdown,
+        )  # fmt: skip
+
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    assert render_docs.render_vec_env_speed(tmp_path) == "Pending: `python benchmarks/speed.py --contrib`."
+    rows = [row("CartPole-v1", 1.4, 1.5, True), row("LunarLander-v3@lean", 1.7, 1.6, True)]
+    rows.append(row("LunarLander-v3@envpool", 2.0, 2.5, False))
+    (tmp_path / "speed.json").write_text(json.dumps(dict(results=rows)))
+    table = render_docs.render_vec_env_speed(tmp_path).splitlines()
+    assert table[2:] == [
+        "| LunarLander-v3, lean | 1.70x, 1.69x (1.71x) | 1.6x (met) | bit for bit |",
+        "| LunarLander-v3, envpool | 2.00x, 1.99x (2.01x) | 2.5x (missed) | no (EnvPool's envs; max diff 0.5) |",
+    ]
+    assert render_docs.speed_claim() == "1.39x on CartPole-v1; bit for bit"
+    assert "@" not in render_docs.render_speed_breakdown(tmp_path)
