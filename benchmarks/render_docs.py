@@ -851,7 +851,7 @@ def render_screens(page: Path) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     pending = []
-    # option -> the (env, option's row, baseline's row) of its finished screens
+    # option -> the (env, budget, option's row, baseline's row) of its finished screens, as tally() takes them
     finished: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
     for campaign, env_id, contender, baseline, name, baseline_name in SCREENS:
         rows = rows_of(campaign, env_id)
@@ -860,8 +860,8 @@ def render_screens(page: Path) -> str:
             done = "no report yet" if not rows else f"{0 if row is None else len(row['seeds'])} of {SCREEN_SEEDS} seeds"
             pending.append(f"{name} on {env_id} ({done})")
             continue
-        finished.setdefault(name, []).append((env_id, 0, row, base))
         env_budget = report(campaign)["summary"][env_id]["budget"]  # type: ignore[index]
+        finished.setdefault(name, []).append((env_id, env_budget, row, base))
         lines.append(
             f"| {name} | {env_id} ({budget(env_budget)}, seeds {seeds(row['seeds'])}; `{campaign}`) | {baseline_name} | "
             f"{interval(row, 'final')} / {interval(base, 'final')} | "

@@ -94,6 +94,7 @@ BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
     sys.path.insert(0, BENCHMARKS)
 from learning import zoo_setup  # noqa: E402  (rl-zoo3's hyperparameters and envs, one copy)
+from provenance import code_record  # noqa: E402
 
 RESULTS = os.path.join(BENCHMARKS, "results")
 
@@ -701,6 +702,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     th.set_num_threads(args.threads)
 
     load_start = os.getloadavg()
+    code = code_record()  # the code measured: read before the runs
     results = []
     with tempfile.TemporaryDirectory() as log_folder:
         for row in args.envs:
@@ -730,6 +732,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             loadavg_end=os.getloadavg(),
         ),
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+        code=code,
         categories=CATEGORIES,
         results=results,
         contrib=contrib,

@@ -163,6 +163,7 @@ def test_end_to_end(speed, tmp_path, capsys, clock, reps, xppo_kwargs):
     with open(tmp_path / "s.json") as f:
         record = json.load(f)
     assert (tmp_path / "s.png").stat().st_size > 0
+    assert len(record["code"]["commit"]) == 40 and record["code"]["versions"]["torch"] == th.__version__  # what was measured
     (result,) = record["results"]
     assert result["env"] == "CartPole-v1" and result["steps_per_run"] == 256 and result["target"] == 1.5
     if xppo_kwargs == "{}":
