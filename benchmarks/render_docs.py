@@ -734,7 +734,53 @@ def render_vec_env_speed(page: Path) -> str:
             f"| {env_id}, {vec_env} | {r['ratio_best']:.2f}x, {r['ratio_paired']:.2f}x ({r['cpu_ratio_paired']:.2f}x) | "
             f"{met} | {exact} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + ["", *speed_floor_lines(data["results"])])
+
+
+#: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
+#: same operations on the same operands as PPO's (the contract of its exactness)
+FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
+
+
+def speed_floor_lines(results: list[dict[str, Any]]) -> list[str]:
+    """
+    What bounds each row's ratio, from its instrumented run (CPU microseconds per env-step, speed.json's
+    ``breakdown``): the time a target leaves XPPO (PPO's total over the target) against what XPPO's env step and
+    network passes alone take, and the rest of XPPO's time.
+    """
+    lines = [
+        "What bounds these ratios, in CPU microseconds per env-step from the same run's instrumented repetition "
+        "(`breakdown` in `speed.json`):",
+        "",
+        "| env, XPPO's VecEnv | the target leaves XPPO | XPPO: " + " + ".join(FLOOR_PIECES.values()) + " | XPPO: the rest |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    beyond = []
+    for r in results:
+        if r["target"] is None:
+            continue
+        ppo, xppo = (r["breakdown"][who]["us_per_step"] for who in ("PPO", "XPPO"))
+        left, floor = sum(ppo.values()) / r["target"], sum(xppo[piece] for piece in FLOOR_PIECES)
+        parts = " + ".join(f"{xppo[piece]:.0f}" for piece in FLOOR_PIECES)
+        lines.append(
+            f"| {r['env'].replace('@', ', ')} | {left:.0f} | {parts} = {floor:.0f} | {sum(xppo.values()) - floor:.0f} |"
+        )
+        if floor > left:
+            beyond.append(r["env"].replace("@", ", "))
+    lines += [
+        "",
+        "The env step and the network's passes are the operations that reproducing PPO fixes: the same ones on the same "
+        "operands (XPPO has already trimmed the Python around them). "
+        + (
+            f"On {' and '.join(beyond)} they alone take more than the target leaves, so that target is out of reach at "
+            "PPO's bits; elsewhere"
+            if beyond
+            else "Everywhere"
+        )
+        + " the rest (minibatch sampling, the loss terms, the optimizer step, the rollout's bookkeeping) would have to "
+        "shrink to what the target leaves over them.",
+    ]
+    return lines
 
 
 #: PCGrad's campaigns: (report under multi_critic/, env, the mode with PCGrad, the same mode without, its words)

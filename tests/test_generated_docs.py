@@ -225,7 +225,7 @@ def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monke
 
 def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """speed.json's ``<env>@<vec env>`` rows go to the vec env page with their targets; the plain rows stay PPO's claim."""
-    breakdown = {who: dict(us_per_step=dict(env=1.0, forward=2.0)) for who in ("PPO", "XPPO")}
+    breakdown = {who: dict(us_per_step=dict(env=1.0, policy=1.0, forward=2.0, backward=2.0)) for who in ("PPO", "XPPO")}
 
     def row(env: str, ratio: float, target: float | None, exact: bool) -> dict:
         return dict(
@@ -240,9 +240,26 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
     rows.append(row("LunarLander-v3@envpool", 2.0, 2.5, False))
     (tmp_path / "speed.json").write_text(json.dumps(dict(results=rows)))
     table = render_docs.render_vec_env_speed(tmp_path).splitlines()
-    assert table[2:] == [
+    assert table[2:4] == [
         "| LunarLander-v3, lean | 1.70x, 1.69x (1.71x) | 1.6x (met) | bit for bit |",
         "| LunarLander-v3, envpool | 2.00x, 1.99x (2.01x) | 2.5x (missed) | no (EnvPool's envs; max diff 0.5) |",
     ]
     assert render_docs.speed_claim() == "1.39x on CartPole-v1; bit for bit"
     assert "@" not in render_docs.render_speed_breakdown(tmp_path)
+
+
+def test_the_floor_table_sets_the_fixed_pieces_against_what_the_target_leaves() -> None:
+    """Hand-computed: PPO's 500 us over a 2.5x target leaves 200; XPPO's env and passes take 50+40+50+70 = 210."""
+    ppo = dict(env=100.0, policy=60.0, forward=80.0, backward=70.0, optimizer=90.0, train_other=100.0)
+    xppo = dict(env=50.0, policy=40.0, forward=50.0, backward=70.0, optimizer=15.0, train_other=45.0)
+    lean = dict(env=80.0, policy=40.0, forward=50.0, backward=70.0, optimizer=15.0, train_other=45.0)
+    rows = [
+        dict(env="LunarLander-v3@envpool", target=2.5, breakdown=dict(PPO=dict(us_per_step=ppo), XPPO=dict(us_per_step=xppo))),
+        dict(env="LunarLander-v3@lean", target=1.6, breakdown=dict(PPO=dict(us_per_step=ppo), XPPO=dict(us_per_step=lean))),
+        dict(env="Pendulum-v1@lean", target=None, breakdown={}),
+    ]
+    lines = render_docs.speed_floor_lines(rows)
+    assert "| LunarLander-v3, envpool | 200 | 50 + 40 + 50 + 70 = 210 | 60 |" in lines
+    assert "| LunarLander-v3, lean | 312 | 80 + 40 + 50 + 70 = 240 | 60 |" in lines
+    assert not any("Pendulum" in line for line in lines)
+    assert "On LunarLander-v3, envpool they alone take more than the target leaves" in lines[-1]
