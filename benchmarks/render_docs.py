@@ -883,27 +883,28 @@ SCREENS: tuple[tuple[str, str, str, str, str, str], ...] = (
 )
 #: A screen row is shown once each side has this many seeds
 SCREEN_SEEDS = 3
+#: The confirmations the screens earned, on fresh seeds never screened on: entries as :data:`SCREENS`'
+CONFIRMATIONS: tuple[tuple[str, str, str, str, str, str], ...] = (
+    ("confirmation_hpo_hopper", "Hopper-v5", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
+)
+#: A confirmation row is shown once each side has this many seeds
+CONFIRMATION_SEEDS = 10
 
 
-def render_screens(page: Path) -> str:
+def option_rows(
+    entries: tuple[tuple[str, str, str, str, str, str], ...], n_seeds: int
+) -> tuple[list[str], list[str], dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]]]:
     """
-    The screens of ``actor_loss='hpo'``, ``adaptive_kl`` and ``action_dist='beta'`` (:data:`SCREENS`), each against
-    its baseline at the zoo entry's hyperparameters; a screen with fewer than :data:`SCREEN_SEEDS` seeds a side is
-    listed as pending.
+    The table rows of option-against-baseline campaigns (entries as :data:`SCREENS`') whose both sides have
+    ``n_seeds`` seeds, the pending ones in words, and per option its finished ``(env, budget, row, baseline row)``.
     """
-    lines = [
-        "| option | env (budget, seeds) | against | final IQM [95% CI]: option / baseline | "
-        "curve IQM [95% CI]: option / baseline | verdict: final, curve |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    pending = []
-    # option -> the (env, budget, option's row, baseline's row) of its finished screens, as tally() takes them
+    lines, pending = [], []
     finished: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
-    for campaign, env_id, contender, baseline, name, baseline_name in SCREENS:
+    for campaign, env_id, contender, baseline, name, baseline_name in entries:
         rows = rows_of(campaign, env_id)
         row, base = rows.get(contender), rows.get(baseline)
-        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < SCREEN_SEEDS:
-            done = "no report yet" if not rows else f"{0 if row is None else len(row['seeds'])} of {SCREEN_SEEDS} seeds"
+        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < n_seeds:
+            done = "no report yet" if not rows else f"{0 if row is None else len(row['seeds'])} of {n_seeds} seeds"
             pending.append(f"{name} on {env_id} ({done})")
             continue
         env_budget = report(campaign)["summary"][env_id]["budget"]  # type: ignore[index]
@@ -914,21 +915,49 @@ def render_screens(page: Path) -> str:
             f"{interval(row, 'curve')} / {interval(base, 'curve')} | {verdict(row, base, 'final')}, "
             f"{verdict(row, base, 'curve')} |"
         )
-    text = table_with_pending(lines, pending, "*No screen has finished yet.*", "Screens not finished")
+    return lines, pending, finished
+
+
+def render_screens(page: Path) -> str:
+    """
+    The screens of ``actor_loss='hpo'``, ``adaptive_kl`` and ``action_dist='beta'`` (:data:`SCREENS`), each against
+    its baseline at the zoo entry's hyperparameters, and the confirmations they earned (:data:`CONFIRMATIONS`); a
+    campaign with fewer seeds a side than it needs is listed as pending. An option's verdict waits for all its
+    screens, and its claim for its confirmations.
+    """
+    header = [
+        "| option | env (budget, seeds) | against | final IQM [95% CI]: option / baseline | "
+        "curve IQM [95% CI]: option / baseline | verdict: final, curve |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    lines, pending, finished = option_rows(SCREENS, SCREEN_SEEDS)
+    text = table_with_pending(header + lines, pending, "*No screen has finished yet.*", "Screens not finished")
+    confirmed_lines, confirming, confirmed = option_rows(CONFIRMATIONS, CONFIRMATION_SEEDS)
+    if confirmed_lines or confirming:
+        text += "\n\nThe confirmations, on fresh seeds:\n\n" + table_with_pending(
+            header + confirmed_lines, confirming, "*No confirmation has finished yet.*", "Confirmations not finished"
+        )
     worth = []
     for name, found in finished.items():
         if any(entry.startswith(f"{name} on ") for entry in pending):
             continue  # its verdict waits for all its screens
         final, curve = tally(found, "final"), tally(found, "curve")
         ahead = sorted(set(final["ahead"]) | set(curve["ahead"]))
-        outcome = (
-            f"it earns a confirmation on 10 fresh seeds on {', '.join(ahead)}"
-            if ahead
-            else "it is ahead nowhere, so no confirmation is run and nothing recommends it"
-        )
-        worth.append(
-            f"- {name}, every screen done: final return {said(final, len(found))}; curve {said(curve, len(found))}; {outcome}."
-        )
+        sentence = f"- {name}, every screen done: final return {said(final, len(found))}; curve {said(curve, len(found))}; "
+        if not ahead:
+            worth.append(sentence + "it is ahead nowhere, so no confirmation is run and nothing recommends it.")
+            continue
+        sentence += f"it earns a confirmation on 10 fresh seeds on {', '.join(ahead)}"
+        if name in confirmed:
+            fresh = confirmed[name]
+            sentence += (
+                f"; on fresh seeds, final return {said(tally(fresh, 'final'), len(fresh))}, "
+                f"curve {said(tally(fresh, 'curve'), len(fresh))}"
+            )
+        running = [entry.removeprefix(f"{name} on ") for entry in confirming if entry.startswith(f"{name} on ")]
+        if running:
+            sentence += f"; running: {', '.join(running)}"
+        worth.append(sentence + ".")
     return text + ("\n\nWhat each option is worth so far:\n\n" + "\n".join(worth) if worth else "")
 
 

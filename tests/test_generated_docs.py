@@ -128,6 +128,7 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
     )
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     monkeypatch.setattr(render_docs, "SCREENS", screens)
+    monkeypatch.setattr(render_docs, "CONFIRMATIONS", ())
     page = ROOT / "docs" / "guide" / "xppo.md"
     write([0, 1])
     text = render_docs.render_screens(page)
@@ -145,6 +146,42 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
     assert worth == (
         "- `a=1`, every screen done: final return ahead on 1 of 1 (Pendulum-v1); curve ahead on 1 of 1 (Pendulum-v1); "
         "it earns a confirmation on 10 fresh seeds on Pendulum-v1."
+    )
+
+
+def test_a_confirmation_shows_once_its_ten_fresh_seeds_are_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(iqm: float, seeds: list[int]) -> dict:
+        return dict(
+            seeds=seeds, final_iqm=iqm, final_iqm_ci=[iqm - 5, iqm + 5], curve_iqm=iqm, curve_iqm_ci=[iqm - 5, iqm + 5]
+        )
+
+    def write(campaign: str, option: float, seeds: list[int], base_seeds: list[int]) -> None:
+        contenders = {"ppo": row(100.0, base_seeds), "xppo@a=1": row(option, seeds)}
+        summary = {"Hopper-v5": dict(budget=1_000_000, threshold=None, contenders=contenders)}
+        (tmp_path / campaign).mkdir(exist_ok=True)
+        (tmp_path / campaign / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+
+    entry = ("Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)")
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    monkeypatch.setattr(render_docs, "SCREENS", (("screen_x", *entry),))
+    monkeypatch.setattr(render_docs, "CONFIRMATIONS", (("confirmation_x", *entry),))
+    page = ROOT / "docs" / "guide" / "xppo.md"
+    write("screen_x", 120.0, [0, 1, 2], [0, 1, 2])
+    text = render_docs.render_screens(page)
+    assert "Confirmations not finished (the run cache keeps the runs done so far): `a=1` on Hopper-v5 (no report yet)." in text
+    assert text.endswith("it earns a confirmation on 10 fresh seeds on Hopper-v5; running: Hopper-v5 (no report yet).")
+    fresh = list(range(10, 20))
+    write("confirmation_x", 103.0, fresh[:4], fresh)
+    assert render_docs.render_screens(page).endswith("; running: Hopper-v5 (4 of 10 seeds).")
+    write("confirmation_x", 103.0, fresh, fresh)
+    text = render_docs.render_screens(page)
+    assert (
+        "| `a=1` | Hopper-v5 (1M, seeds 10-19; `confirmation_x`) | PPO (zoo) | 103.0 [98.0, 108.0] / 100.0 [95.0, 105.0]"
+        in text
+    )
+    assert text.endswith(
+        "it earns a confirmation on 10 fresh seeds on Hopper-v5; on fresh seeds, final return level on 1 of 1, "
+        "curve level on 1 of 1."
     )
 
 
