@@ -273,6 +273,14 @@ def test_one_env_from_an_id_learns_as_sb3s_dummy_vec_env() -> None:
 def test_backends() -> None:
     assert type(make_vec_env("CartPole-v1")) is LeanVecEnv
     assert type(make_vec_env("CartPole-v1", 2, backend="dummy")) is DummyVecEnv
+    # the contract's order: (env_id, n_envs, backend, seed)
+    positional, keywords = make_vec_env("CartPole-v1", 2, "dummy", 3), make_vec_env("CartPole-v1", 2, backend="dummy", seed=3)
+    assert type(positional) is DummyVecEnv and np.array_equal(positional.reset(), keywords.reset())
+
+
+def test_a_seed_where_sb3_takes_it_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"backend must be a string.*got int 0.*pass seed=\.\.\."):
+        make_vec_env("CartPole-v1", 2, 0)
 
 
 @pytest.mark.slow

@@ -64,16 +64,23 @@ def check_backend(backend: str) -> BackendBuilder:
     """
     :param backend: a backend's name
     :return: its builder (:data:`BACKEND_BUILDERS`)
+    :raises TypeError: for a backend that is not a string (e.g. a seed given third, where SB3's ``make_vec_env``
+        takes it)
     :raises ValueError: for an unknown name, naming the backends there are
     """
     choices = ", ".join(repr(name) for name in BACKEND_BUILDERS)
+    if not isinstance(backend, str):
+        raise TypeError(
+            f"backend must be a string, one of {choices}; got {type(backend).__name__} {backend!r} (the third positional "
+            "argument is the backend, where SB3's make_vec_env takes the seed: pass seed=...)"
+        )
     if backend not in BACKEND_BUILDERS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {choices}")
     return BACKEND_BUILDERS[backend]
 
 
 def make_vec_env(
-    env_id: str | Callable[..., gym.Env], n_envs: int = 1, *, backend: str = "lean", seed: int | None = None, **kwargs: Any
+    env_id: str | Callable[..., gym.Env], n_envs: int = 1, backend: str = "lean", seed: int | None = None, **kwargs: Any
 ) -> VecEnv:
     """
     SB3's ``make_vec_env`` (each env in a ``Monitor``, the action spaces seeded ``seed + rank`` and the envs at their
