@@ -724,6 +724,24 @@ def iqm_with_ci(scores: dict[str, np.ndarray], reps: int) -> dict[str, tuple[flo
     return estimates
 
 
+def final_return_row(runs: list[dict[str, Any]], iqm: tuple[float, float, float]) -> dict[str, Any]:
+    """
+    The final-return part of a contender's summary row: its seeds, the final return per seed, their IQM with its 95%
+    CI (``iqm``, :func:`iqm_with_ci`'s entry), mean and std.
+
+    :param runs: the contender's runs, sorted by seed
+    """
+    finals = np.array([r["final_mean"] for r in runs])
+    return dict(
+        seeds=[r["seed"] for r in runs],
+        final_per_seed=finals.tolist(),
+        final_iqm=iqm[0],
+        final_iqm_ci=[iqm[1], iqm[2]],
+        final_mean=float(finals.mean()),
+        final_std=float(finals.std()),
+    )
+
+
 def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int) -> dict[str, Any]:
     """
     Per env and contender: seeds, final return (IQM + CI, mean, std), steps to threshold, curve mean (mean, IQM + CI:
@@ -738,15 +756,9 @@ def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int
         curve_iqm = iqm_with_ci({k: np.array([r["curve_mean"] for r in v]) for k, v in by_name.items()}, reps)
         rows = {}
         for name, rs in by_name.items():
-            finals = np.array([r["final_mean"] for r in rs])
             reached = [r["steps_to_threshold"] for r in rs if r["steps_to_threshold"] is not None]
             rows[name] = dict(
-                seeds=[r["seed"] for r in rs],
-                final_per_seed=finals.tolist(),
-                final_iqm=iqm[name][0],
-                final_iqm_ci=[iqm[name][1], iqm[name][2]],
-                final_mean=float(finals.mean()),
-                final_std=float(finals.std()),
+                **final_return_row(rs, iqm[name]),
                 reached=len(reached),
                 median_steps_to_threshold=float(np.median(reached)) if reached else None,
                 curve_mean=float(np.mean([r["curve_mean"] for r in rs])),

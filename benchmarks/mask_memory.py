@@ -56,6 +56,7 @@ if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py and prov
     sys.path.insert(0, BENCHMARKS)
 from learning import (  # noqa: E402
     _init_worker,
+    final_return_row,
     iqm_with_ci,
     provenance_note,
     provenance_record,
@@ -246,15 +247,9 @@ def summarize(runs: list[dict[str, Any]], reps: int) -> dict[str, Any]:
     iqm = iqm_with_ci({k: np.array([r["final_mean"] for r in v]) for k, v in by_name.items()}, reps)
     rows = {}
     for name, rs in by_name.items():
-        finals = np.array([r["final_mean"] for r in rs])
         rows[name] = dict(
             algorithm=CONTENDERS[name][4],
-            seeds=[r["seed"] for r in rs],
-            final_per_seed=finals.tolist(),
-            final_iqm=iqm[name][0],
-            final_iqm_ci=[iqm[name][1], iqm[name][2]],
-            final_mean=float(finals.mean()),
-            final_std=float(finals.std()),
+            **final_return_row(rs, iqm[name]),
             success=float(np.mean([r["final_success"] for r in rs])),
             curve_mean=float(np.mean([np.mean(r["eval_means"]) for r in rs if r["eval_means"]] or [np.nan])),
             learn_seconds=float(np.mean([r["learn_seconds"] for r in rs])),
