@@ -787,7 +787,9 @@ COLUMNS = (
     "stratified-bootstrap CI (rliable). Reached: seeds whose mean eval return reached the threshold; steps: median "
     "over those seeds of the first evaluation at or above it. Curve: mean eval return over the run (area under the "
     "curve / budget), IQM over seeds with its 95% CI. Wall: mean seconds of `learn()` per run, and of its `train()` "
-    "calls with their ratio to PPO's (one torch thread, a shared machine: compare loosely; '-' where not timed). "
+    "calls with their ratio to PPO's (one torch thread; a campaign's runs may come from sessions under different loads "
+    "of a shared machine, so compare loosely: `benchmarks/overhead.py` times `train()` side by side; '-' where not "
+    "timed). "
     "`ppo` is SB3 PPO with rl-zoo3's ppo.yml entry, `xppo-zoo` XPPO with its entry in zoo_configs/xppo.yml, the "
     "other XPPO contenders add their options and `@` overrides to ppo.yml's entry."
 )

@@ -122,6 +122,10 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         Variant("XPPO clip, no checks", XPPO, check_finite=False),
         Variant("XPPO spo", XPPO, dict(actor_loss="spo")),
         Variant("XPPO asymmetric_spo", XPPO, dict(actor_loss="asymmetric_spo")),
+        # HPO skips a minibatch of constant advantages (min_advantage_std=1e-6 by default): its statistics each minibatch
+        Variant("XPPO hpo", XPPO, dict(actor_loss="hpo")),
+        # the KL-adaptive learning rate: one host sync per epoch for the epoch's mean approximate KL
+        Variant("XPPO adaptive_kl", XPPO, dict(adaptive_kl=True)),
         Variant("XPPO improved value", XPPO, dict(value_loss="improved", clip_range_vf=0.2)),
         Variant("XPPO dual clip", XPPO, dict(dual_clip=3.0)),
         Variant("XPPO delightful", XPPO, dict(delightful=True)),
