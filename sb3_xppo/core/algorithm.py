@@ -35,9 +35,7 @@ from sb3_xppo.common.adaptive_lr import (
     starting_learning_rate,
     warn_if_schedule_ignored,
 )
-from sb3_xppo.common.finite import (
-    TrainingSnapshot,
-)
+from sb3_xppo.common.finite import TrainingSnapshot
 from sb3_xppo.common.grad_norms import split_parameters
 from sb3_xppo.common.options import (
     check_group_gradients,
