@@ -175,6 +175,27 @@ def test_float32_under_autocast(dtype):
     assert th.allclose(loss, expected)
 
 
+def test_autocast_is_switched_off_only_where_it_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sb3_xppo.functional import actor_losses
+
+    assert not actor_losses._autocast_enabled("cpu")
+    with th.autocast("cpu", dtype=th.bfloat16):
+        assert actor_losses._autocast_enabled("cpu")
+
+    def torch_2_3(*args: object) -> bool:  # torch 2.3's is_autocast_enabled() takes no device type
+        if args:
+            raise TypeError("is_autocast_enabled() takes 0 positional arguments but 1 was given")
+        return False
+
+    with monkeypatch.context() as patch:
+        patch.setattr(th, "is_autocast_enabled", torch_2_3)
+        assert actor_losses._autocast_enabled("cpu")  # unknown: the off-switch is entered, as it always was
+    logp, old, adv = make_inputs()
+    assert th.equal(
+        ppo_actor_loss(logp, old, adv), -th.min(th.exp(logp - old) * adv, th.exp(logp - old).clamp(0.8, 1.2) * adv)
+    )
+
+
 @pytest.mark.parametrize("fn", [ppo_actor_loss, spo_actor_loss])
 @pytest.mark.parametrize(
     "kwargs", [dict(), dict(mask=th.ones(3, 7)), dict(normalize_advantages=True, delightful=True, dual_clip=True)]

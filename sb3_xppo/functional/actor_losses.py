@@ -13,6 +13,7 @@ Policy (actor) losses.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import NamedTuple
 
 import torch as th
@@ -301,8 +302,11 @@ def _actor_loss(
 
     dtype = _compute_dtype(action_log_probs, old_action_log_probs, advantages)
     device_type = action_log_probs.device.type
-    with th.autocast(device_type=device_type, enabled=False):
-        logp, old_logp, adv = (x.to(dtype) for x in (action_log_probs, old_action_log_probs, advantages))
+    # (entering autocast's off-switch costs more than the loss's own ops on a small batch: only where autocast is on)
+    with th.autocast(device_type=device_type, enabled=False) if _autocast_enabled(device_type) else nullcontext():
+        logp, old_logp, adv = (
+            x if x.dtype == dtype else x.to(dtype) for x in (action_log_probs, old_action_log_probs, advantages)
+        )
         if mask is not None:
             # padding may hold anything: zero it so that neither the loss nor its gradient sees a NaN there
             keep = (mask != 0).expand_as(logp)
@@ -330,6 +334,14 @@ def _actor_loss(
         if not return_stats:
             return loss
         return loss, AdvantageStats(mean.detach().reshape(()), var.detach().reshape(()))
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    """Whether ``torch.autocast`` is on for ``device_type`` (torch 2.3, which cannot ask per device type: assumed on)."""
+    try:
+        return th.is_autocast_enabled(device_type)
+    except TypeError:
+        return True
 
 
 def _compute_dtype(*inputs: th.Tensor) -> th.dtype:
