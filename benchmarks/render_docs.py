@@ -954,6 +954,8 @@ def render_screens(page: Path) -> str:
                 f"; on fresh seeds, final return {said(tally(fresh, 'final'), len(fresh))}, "
                 f"curve {said(tally(fresh, 'curve'), len(fresh))}"
             )
+            if not any(tally(fresh, metric)["ahead"] for metric in ("final", "curve")):
+                sentence += ", so the gain is not confirmed and nothing recommends it"
         running = [entry.removeprefix(f"{name} on ") for entry in confirming if entry.startswith(f"{name} on ")]
         if running:
             sentence += f"; running: {', '.join(running)}"

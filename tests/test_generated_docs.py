@@ -180,7 +180,7 @@ def test_a_confirmation_shows_once_its_ten_fresh_seeds_are_in(tmp_path: Path, mo
     )
     assert text.endswith(
         "it earns a confirmation on 10 fresh seeds on Hopper-v5; on fresh seeds, final return level on 1 of 1, "
-        "curve level on 1 of 1."
+        "curve level on 1 of 1, so the gain is not confirmed and nothing recommends it."
     )
 
 
