@@ -947,7 +947,7 @@ def render_screens(page: Path) -> str:
         if not ahead:
             worth.append(sentence + "it is ahead nowhere, so no confirmation is run and nothing recommends it.")
             continue
-        sentence += f"it earns a confirmation on 10 fresh seeds on {', '.join(ahead)}"
+        sentence += f"it earns a confirmation on {CONFIRMATION_SEEDS} fresh seeds on {', '.join(ahead)}"
         if name in confirmed:
             fresh = confirmed[name]
             sentence += (
