@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 
 from sb3_xppo import XPPO
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, BENCHMARKS)
+from provenance import code_record  # noqa: E402
 
 # Multi-critic variants: the shared rollout's reward and value split into four groups, in these shares
 GROUP_SHARES = np.array([0.4, 0.3, 0.2, 0.1], dtype=np.float32)
@@ -262,6 +268,10 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="only PPO, XPPO clip and the variants whose name contains this")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
     args = parser.parse_args()
+    if args.reps < 1:
+        parser.error(f"--reps must be at least 1, got {args.reps}")
+    if args.learn_steps > 0 and args.learn_reps < 1:
+        parser.error(f"--learn-reps must be at least 1 when --learn-steps is positive, got {args.learn_reps}")
     th.set_num_threads(args.threads)
 
     rollout, policy_state = collect_rollout(args)
@@ -342,8 +352,8 @@ def main() -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         config = {k: v for k, v in vars(args).items() if k != "out"}
-        results = dict(config=config, torch=th.__version__, machine=platform.machine(), rows=rows, multi_critic=multi_critic,
-                       pcgrad=pcgrad, finite_checks=checks, contrib=contrib)  # fmt: skip
+        results = dict(config=config, code=code_record(), torch=th.__version__, machine=platform.machine(), rows=rows,
+                       multi_critic=multi_critic, pcgrad=pcgrad, finite_checks=checks, contrib=contrib)  # fmt: skip
         json.dump(results, f, indent=2)
     print(f"wrote {args.out}")
 
