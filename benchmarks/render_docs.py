@@ -878,7 +878,7 @@ SCREENS: tuple[tuple[str, str, str, str, str, str], ...] = (
     ("screen_wave3_llc", "LunarLanderContinuous-v3", "xppo@action_dist='beta'", PPO, "`action_dist='beta'`", "PPO (zoo)"),
     ("screen_wave3_mujoco", "Hopper-v5", "xppo@actor_loss='hpo'", PPO, "`actor_loss='hpo'`", "PPO (zoo)"),
     ("screen_wave3_mujoco", "Hopper-v5", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
-    ("screen_wave3_mujoco", "HalfCheetah-v5", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
+    ("screen_akl_halfcheetah", "HalfCheetah-v5", "xppo@adaptive_kl=True", PPO, "`adaptive_kl=True`", "PPO (zoo)"),
     ("screen_beta_bipedal", "BipedalWalker-v3", "xppo@action_dist='beta'", PPO, "`action_dist='beta'`", "PPO (zoo)"),
 )
 #: A screen row is shown once each side has this many seeds
