@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,11 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo import calc_gae
 from sb3_xppo.common.buffers import XPPORolloutBuffer
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, BENCHMARKS)
+from provenance import code_record  # noqa: E402
 
 SIZES = ((2048, 1), (128, 8), (512, 16), (1024, 16), (1024, 32), (2048, 64), (4096, 64), (2048, 256))
 GAMMA, LAM = 0.99, 0.95
@@ -123,7 +129,7 @@ def main() -> None:
         )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(dict(threads=args.threads, torch=th.__version__, rows=rows), f, indent=2)
+        json.dump(dict(threads=args.threads, code=code_record(), torch=th.__version__, rows=rows), f, indent=2)
     print(f"wrote {args.out}")
 
 

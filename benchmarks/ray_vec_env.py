@@ -43,6 +43,10 @@ import sb3_xppo
 from sb3_xppo import XPPO
 from sb3_xppo.vec_env import make_vec_env
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import code_record
+
 RESULTS = Path(__file__).resolve().parent / "results"
 BACKENDS = ("lean", "subproc", "ray")
 #: each run's seconds of sleep per env step, for the ``sleep2ms`` env
@@ -118,6 +122,7 @@ def write(args: argparse.Namespace, load_before: tuple[float, float, float], row
             load_average_after=os.getloadavg(),
             platform=platform.platform(),
         ),
+        code=code_record(),
         versions=dict(
             sb3_xppo=sb3_xppo.__version__,
             ray=ray.__version__,

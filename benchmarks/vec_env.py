@@ -51,6 +51,11 @@ from stable_baselines3.common.vec_env import VecEnv
 import sb3_xppo
 from sb3_xppo.vec_env import make_vec_env
 
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, BENCHMARKS)
+from provenance import code_record  # noqa: E402
+
 DEFAULT_ENVS = ("LunarLander-v3:16", "CartPole-v1:8", "Pendulum-v1:4")
 MADE_AS = ("id", "zoo")
 KINDS = ("dummy", "lean", "bare")
@@ -234,6 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     th.set_num_threads(1)
 
+    code = code_record()  # the code measured: read before the runs
     rows = []
     for spec in args.envs:
         env_id, _, n = spec.rpartition(":")
@@ -244,6 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(format_table(rows))
     record: dict[str, Any] = dict(
         command=" ".join(["python benchmarks/vec_env.py", *(sys.argv[1:] if argv is None else argv)]),
+        code=code,
         env_steps=args.env_steps,
         reps=args.reps,
         seed=args.seed,
