@@ -17,7 +17,8 @@ both built by ``make_vec_env`` (``backend="lean"`` / ``"dummy"``, the same seed)
 - **Exactness**: before the timing, both are stepped side by side and every observation, reward, done and info
   (``terminal_observation``, ``TimeLimit.truncated``, the Monitor's ``episode`` but its wall-clock ``t``) compared.
 - **Target** (issue 33): lean >= 2x dummy on LunarLander-v3 x16.
-- ``--profile``: cProfile of one lean run of the first env (made as ``zoo``), the top functions by own time.
+- ``--profile``: cProfile of one lean run of the first env (made as ``zoo``), the top functions by own time, and the
+  share of the run spent inside the env's own ``step`` and ``reset`` (``profile_env_share``).
 - **Outputs**: a printed table and ``benchmarks/results/vec_env.json``.
 
 usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--made-as id zoo]
@@ -151,10 +152,16 @@ def check_exact(env_id: str, n_envs: int, made_as: str, steps: int, seed: int) -
     return exact, episodes
 
 
-def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int, top: int = 25) -> str:
-    """:return: cProfile's table (own time) of one lean run's ``step`` calls, the env made as rl-zoo3 makes it"""
+def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int, top: int = 25) -> dict[str, Any]:
+    """
+    cProfile of one lean run's ``step`` calls, the env made as rl-zoo3 makes it.
+
+    :return: ``table``, cProfile's table (own time); ``env_share``, the fraction of the profiled time spent inside the
+        env's own ``step`` and ``reset`` (the unwrapped env's methods, with all they call): what no vector env can shed
+    """
     env = build(env_id, n_envs, "zoo", "lean", seed)
     env.reset()
+    unwrapped = type(env.envs[0].unwrapped)
     profiler = cProfile.Profile()
     profiler.enable()
     for action in actions:
@@ -162,8 +169,11 @@ def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int,
     profiler.disable()
     env.close()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
-    return out.getvalue()
+    stats = pstats.Stats(profiler, stream=out)
+    own = {(f.__code__.co_filename, f.__code__.co_firstlineno, f.__name__) for f in (unwrapped.step, unwrapped.reset)}
+    inside = sum(cumulative for key, (_, _, _, cumulative, _) in stats.stats.items() if key in own)  # type: ignore[attr-defined]
+    stats.sort_stats("tottime").print_stats(top)
+    return dict(table=out.getvalue(), env_share=inside / stats.total_tt)  # type: ignore[attr-defined]
 
 
 def benchmark(
@@ -267,8 +277,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         probe = build(env_id, int(n), "zoo", "dummy", args.seed)
         actions = random_actions(probe, max(1, args.env_steps // int(n)), args.seed + 1)
         probe.close()
-        record["profile"] = profile_lean(env_id, int(n), actions, args.seed)
-        print(record["profile"])
+        profile = profile_lean(env_id, int(n), actions, args.seed)
+        record["profile"], record["profile_env_share"] = profile["table"], profile["env_share"]
+        print(profile["table"])
+        print(f"{env_id}'s own step and reset: {profile['env_share']:.0%} of the lean run's time")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
