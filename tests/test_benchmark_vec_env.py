@@ -1,0 +1,50 @@
+"""The env-only throughput benchmark (benchmarks/vec_env.py) and the page it renders: output end to end, the profile's
+share of the env's own step and reset, and the verdict against the floor."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+SCRIPT = os.path.join(BENCHMARKS, "vec_env.py")
+
+
+def load_render_docs():
+    spec = importlib.util.spec_from_file_location("render_docs_under_test", os.path.join(BENCHMARKS, "render_docs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_small_run_writes_its_rows_profile_share_and_code(tmp_path):
+    out = tmp_path / "vec_env.json"
+    command = [sys.executable, SCRIPT, "--envs", "CartPole-v1:2", "--made-as", "zoo", "--env-steps", "200", "--reps", "2",
+               "--check-steps", "20", "--profile", "--out", str(out)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    results = json.loads(out.read_text())
+    (row,) = results["rows"]
+    assert (row["env"], row["n_envs"], row["made_as"], row["bit_exact"]) == ("CartPole-v1", 2, "zoo", True)
+    assert row["ratio_best"] > 0 and row["floor_ratio"] > 0
+    # CartPole's own step is a part of the lean run, never all of it: the vector env's loop and the wrappers take time
+    assert 0.0 < results["profile_env_share"] < 1.0
+    assert "cartpole.py" in results["profile"]
+    assert set(results["code"]) == {"commit", "dirty", "versions"}
+
+
+def test_the_page_renders_the_verdict_from_the_floor(tmp_path, monkeypatch):
+    render_docs = load_render_docs()
+    row = dict(env="LunarLander-v3", n_envs=16, made_as="zoo", best_steps_per_s=dict(dummy=100.0, lean=110.0),
+               ratio_best=1.1, floor_ratio=1.2, bit_exact=True, target=2.0, target_met=False)  # fmt: skip
+    data = dict(reps=3, env_steps=1000, rows=[row], profile_env_share=0.875)
+    (tmp_path / "vec_env.json").write_text(json.dumps(data))
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    text = render_docs.render_vec_env_throughput(tmp_path / "page.md")
+    assert "Best of 3 repetitions of 1,000 env-steps each." in text
+    assert "2x on LunarLander-v3 x16, is out of reach" in text and "the floor is 1.20x" in text
+    assert "88% of the time is the env's own `step` and `reset`" in text and "the other 12%" in text
+    # a floor above the target: the target is missed, not out of reach
+    row.update(floor_ratio=2.5)
+    (tmp_path / "vec_env.json").write_text(json.dumps(data))
+    assert "2x on LunarLander-v3 x16, is missed: the floor is 2.50x" in render_docs.render_vec_env_throughput(tmp_path)
