@@ -495,10 +495,12 @@ def render_ray_vec_env(page: Path) -> str:
         return "Pending: `python benchmarks/ray_vec_env.py`."
     machine, config = results["machine"], results["config"]
     loads = [machine["load_average_before"][0], machine["load_average_after"][0]]
+    # a load of a core or more before the run is other jobs'; after it, it includes the run's own processes
+    shared = "shared with other jobs " if loads[0] >= 1.0 else ""
     lines = [
         f"Env-steps/s of `learn()` ({config['timesteps']:,} env-steps, best of {config['reps']}; wall clock), measured on a "
-        f"{machine['cpus']}-core machine shared with other jobs (1-minute load average {min(loads):.1f} to "
-        f"{max(loads):.1f}, so the numbers are noisy):",
+        f"{machine['cpus']}-core machine {shared}(1-minute load average {loads[0]:.1f} before the run, {loads[1]:.1f} after "
+        "it, its own processes included):",
         "",
         "| env | n_envs | lean | SubprocVecEnv | RayVecEnv | Ray / lean | Ray / Subproc |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
