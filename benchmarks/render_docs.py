@@ -624,7 +624,7 @@ def render_pcgrad_cost(page: Path) -> str:
     return (
         "- **Cost**: one more backward pass through the actor per group. `python benchmarks/overhead.py --only critics\n"
         "  --reps 15 --learn-steps 0 --no-contrib --out benchmarks/results/overhead_pcgrad.json` (CartPole, 2048 steps,\n"
-        '  batch 64, 2 epochs, 4 groups, one thread, a shared machine): `train()` with `group_gradients="pcgrad"` took\n'
+        '  batch 64, 2 epochs, 4 groups, one thread): `train()` with `group_gradients="pcgrad"` took\n'
         f"  {ratios['paired_ratio']:.1f}x the time of the plain multi-critic on the same groups, by the median of the paired\n"
         f"  ratios ({ratios['ratio']:.1f}x by the minimum over repetitions). On a policy this small the per-operation\n"
         "  overhead of the extra backward passes dominates; the projection has no data-dependent branch, so the cost\n"
