@@ -43,11 +43,12 @@ import sb3_xppo
 from sb3_xppo import XPPO
 from sb3_xppo.vec_env import make_vec_env
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import code_record
+BENCHMARKS = Path(__file__).resolve().parent
+if str(BENCHMARKS) not in sys.path:  # imported by path (tests): provenance.py is its sibling
+    sys.path.insert(0, str(BENCHMARKS))
+from provenance import code_record  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = BENCHMARKS / "results"
 BACKENDS = ("lean", "subproc", "ray")
 #: each run's seconds of sleep per env step, for the ``sleep2ms`` env
 SLEEP = 0.002
