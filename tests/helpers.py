@@ -10,14 +10,39 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv
 
 
 def params_equal(a: th.nn.Module, b: th.nn.Module) -> bool:
     """Whether two modules' parameters and buffers are equal bit for bit."""
     return all(th.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def assert_same_value(a: Any, b: Any, where: str) -> None:
+    """Equal, of the same type (and dtype), recursively; the Monitor's wall-clock ``t`` is not compared."""
+    assert type(a) is type(b), (where, type(a), type(b))
+    if isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), where
+    elif isinstance(a, dict):
+        assert list(a) == list(b), (where, list(a), list(b))
+        for key in a:
+            if not (key == "t" and where.endswith("episode")):
+                assert_same_value(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_value(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+def random_actions(env: VecEnv, steps: int, seed: int = 1) -> list[np.ndarray]:
+    env.action_space.seed(seed)
+    return [np.array([env.action_space.sample() for _ in range(env.num_envs)]) for _ in range(steps)]
 
 
 class ToDict(gym.Wrapper):

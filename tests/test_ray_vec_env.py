@@ -186,7 +186,9 @@ def test_steps_attributes_and_render_are_dummy_vec_envs(cluster: str) -> None:
     # a Dict observation space; episodes that end terminated and truncated
     kwargs = dict(seed=0, wrapper_class=ToDict, env_kwargs=dict(max_episode_steps=20))
     # an actor that holds a CPU: one on each node (one CPU each)
-    env = make_vec_env("CartPole-v1", 3, backend="ray", envs_per_actor=2, actor_options=dict(num_cpus=1), **kwargs)
+    env = make_vec_env(
+        "CartPole-v1", 3, backend="ray", envs_per_actor=2, actor_options=dict(num_cpus=1), render_mode="rgb_array", **kwargs
+    )
     dummy = sb3_make_vec_env("CartPole-v1", 3, **kwargs)
     assert type(env) is RayVecEnv
     assert [p.env_indices for p in env.placements] == [(0, 1), (2,)]

@@ -17,7 +17,7 @@ import pandas
 import pytest
 import yaml
 from gymnasium import spaces
-from helpers import ToDict, params_equal
+from helpers import ToDict, assert_same_value, params_equal, random_actions
 from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
@@ -81,29 +81,6 @@ CASES: dict[str, tuple[str | Callable[[], gym.Env], int, int, dict[str, Any]]] =
 }
 
 
-def assert_same_value(a: Any, b: Any, where: str) -> None:
-    """Equal, of the same type (and dtype), recursively; the Monitor's wall-clock ``t`` is not compared."""
-    assert type(a) is type(b), (where, type(a), type(b))
-    if isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), where
-    elif isinstance(a, dict):
-        assert list(a) == list(b), (where, list(a), list(b))
-        for key in a:
-            if not (key == "t" and where.endswith("episode")):
-                assert_same_value(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (tuple, list)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same_value(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, (where, a, b)
-
-
-def random_actions(env: VecEnv, steps: int, seed: int = 1) -> list[np.ndarray]:
-    env.action_space.seed(seed)
-    return [np.array([env.action_space.sample() for _ in range(env.num_envs)]) for _ in range(steps)]
-
-
 def both(env_id: str | Callable[[], gym.Env], n_envs: int, seed: int = 0, **kwargs: Any) -> tuple[VecEnv, VecEnv]:
     """:return: the lean env and SB3's ``make_vec_env``'s, built alike"""
     return make_vec_env(env_id, n_envs, seed=seed, **kwargs), sb3_make_vec_env(env_id, n_envs, seed=seed, **kwargs)
@@ -157,7 +134,10 @@ def test_reset_options_render_and_attributes() -> None:
         env.set_options({"low": -0.01, "high": 0.01})
     assert_same_value(lean.reset(), dummy.reset(), "reset with options")
     assert_same_value(lean.reset(), dummy.reset(), "reset without them")  # options are used once
-    assert lean.render_mode == "rgb_array" and np.array_equal(lean.render(), dummy.render())
+    assert lean.render_mode is None and dummy.render_mode == "rgb_array"  # SB3's asks for one, the lean env does not
+    drawn, dummy = make_vec_env("CartPole-v1", 2, seed=3, render_mode="rgb_array"), sb3_make_vec_env("CartPole-v1", 2, seed=3)
+    drawn.reset(), dummy.reset()
+    assert drawn.render_mode == "rgb_array" and np.array_equal(drawn.render(), dummy.render())
     assert lean.get_attr("gravity") == dummy.get_attr("gravity")
     lean.set_attr("spam", 1, indices=[1])
     assert lean.get_attr("spam", indices=1) == [1]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch as th
 import torch.nn.functional as F
@@ -196,6 +197,15 @@ class XPPOCoreMixin(XPPORolloutMixin):
     group_gradients: str | None
     _loss_hooks: "OrderedDict[int, LossHook]"
     _auxiliary_loss_hooks: "OrderedDict[int, AuxiliaryLossHook]"
+
+    def __init__(self, policy: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+        # An env id is made without a render mode, where SB3's maybe_make_env asks for "rgb_array": the same numbers,
+        # faster steps (docs/guide/vec_env.md, render modes); render() then asks for an env built with one
+        if isinstance(env, str):
+            if kwargs.get("verbose", 0) >= 1:
+                print(f"Creating environment from the given name '{env}' (no render mode)")
+            env = gym.make(env)
+        super().__init__(policy, env, *args, **kwargs)
 
     def _init_xppo(self, options: dict[str, Any]) -> None:
         """

@@ -15,7 +15,8 @@ What ``DummyVecEnv.step_wait`` spends its time on besides the envs, and what thi
   ``env_method("get_episode_rewards")``, the Monitor's CSV file (``monitor_dir``) and ``reset`` are theirs;
 - per-env Python: one loop over the envs with everything looked up once.
 
-Resets, seeding (``seed``, ``set_options``), ``render``, ``get_attr``, ``set_attr``, ``env_method`` and
+Resets, seeding (``seed``, ``set_options``), ``render`` (but where the envs have no render mode: a ``ValueError``
+that names the keyword, where ``DummyVecEnv`` warns and returns None), ``get_attr``, ``set_attr``, ``env_method`` and
 ``env_is_wrapped`` are ``DummyVecEnv``'s; the class is a ``DummyVecEnv``, built from the same env factories.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from copy import deepcopy
 from typing import Any, SupportsFloat
 
@@ -226,3 +227,19 @@ class LeanVecEnv(DummyVecEnv):
         if self._single_buf is not None:
             return self._single_buf.copy()
         return dict_to_obs(self.observation_space, OrderedDict((key, buf.copy()) for key, buf in self.buf_obs.items()))
+
+    def _check_render_mode(self) -> None:
+        if self.render_mode is None:
+            raise ValueError(
+                "render(): the envs were built without a render mode, which training does not need. Build them with "
+                "one: sb3_xppo.vec_env.make_vec_env(env_id, n_envs, render_mode='rgb_array') (or env_kwargs="
+                "{'render_mode': 'rgb_array'}); XPPO given an env id makes it without one, give it that VecEnv instead"
+            )
+
+    def render(self, mode: str | None = None) -> np.ndarray | None:
+        self._check_render_mode()
+        return super().render(mode)
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        self._check_render_mode()
+        return super().get_images()
