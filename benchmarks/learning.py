@@ -336,6 +336,7 @@ def zoo_setup(
     entry_overrides: dict[str, Any] | None = None,
     config: str | None = None,
     vec_env: str | None = None,
+    render_mode: str | None = None,
 ) -> tuple[dict[str, Any], VecEnv, VecEnv, list[BaseCallback], dict[str, Any]]:
     """
     rl-zoo3's tuned PPO hyperparameters for ``env_id`` turned into objects, and the envs built the zoo's way.
@@ -347,6 +348,8 @@ def zoo_setup(
     :param config: the yml to read the entry from, rl-zoo3's ``ppo.yml`` when None
     :param vec_env: the training VecEnv's name (``sb3_xppo.zoo.VEC_ENV_CHOICES``; None: rl-zoo3's ``DummyVecEnv``);
         the evaluation VecEnv is rl-zoo3's ``DummyVecEnv`` whatever it is
+    :param render_mode: the training envs' render mode (None: none, as rl-zoo3 makes them; ``"rgb_array"``: as SB3's
+        ``make_vec_env(env_id)`` makes them)
     :return: model keywords (policy included), the training VecEnv, the evaluation VecEnv (no reward
         normalization, statistics synced by ``EvalCallback``), the entry's own callbacks and the raw yml entry
     """
@@ -358,8 +361,11 @@ def zoo_setup(
         zoo_class = exp.vec_env_class
         if vec_env is not None:
             exp.vec_env_class = ZOO_VEC_ENV_CLASSES[vec_env]  # type: ignore[assignment]
+        env_kwargs = exp.env_kwargs
+        if render_mode is not None:
+            exp.env_kwargs = {"render_mode": render_mode, **env_kwargs}
         env = exp.create_envs(exp.n_envs, no_log=True)
-        exp.vec_env_class = zoo_class
+        exp.vec_env_class, exp.env_kwargs = zoo_class, env_kwargs
         eval_env = exp.create_envs(1, eval_env=True, no_log=True)
     return hyperparams, env, eval_env, callbacks, dict(saved)
 

@@ -1,29 +1,33 @@
 """
-Env-only throughput of the lean vector env (``sb3_xppo.vec_env.LeanVecEnv``) against SB3's ``DummyVecEnv`` + ``Monitor``,
-both built by ``make_vec_env`` (``backend="lean"`` / ``"dummy"``, the same seed), and the floor beneath both.
+Env-only throughput of the lean vector env (``sb3_xppo.vec_env.make_vec_env``, the default backend) against what an SB3
+user builds, SB3's ``make_vec_env`` (``DummyVecEnv`` + ``Monitor``), and the floor beneath both.
 
-- **Made as**: ``id``, SB3's ``make_vec_env(env_id)``, which makes each env with ``render_mode="rgb_array"`` (on
-  LunarLander-v3 that spawns Box2D particles, decoration that costs physics time); ``zoo``, from a function that
-  makes the env without a render mode, as rl-zoo3 (``python -m sb3_xppo.train``) and XPPO given an env id make it.
+- **Kinds**, each built from the env id with the same seed:
+
+  - ``sb3``: SB3's ``make_vec_env(env_id)``, which makes each env with ``render_mode="rgb_array"`` (the peer);
+  - ``dummy``: SB3's ``DummyVecEnv`` + ``Monitor`` without a render mode (``make_vec_env(env_id, backend="dummy")``):
+    what the render mode alone costs;
+  - ``lean``: ``make_vec_env(env_id)``, the lean env without a render mode;
+  - ``bare``: the floor, the same envs without a render mode, wrapper or vector env: ``env.unwrapped.step`` in a
+    Python loop (reset when terminated), what no vector env stepping these envs in one process can beat.
+
 - **Steps**: each VecEnv is stepped with the same random actions (``action_space.sample`` per env, seeded, drawn
   before the timing); only the ``step`` calls are timed, on CPU time (``process_time``: this machine is shared) and
   wall time. Env construction and the first reset are outside it.
-- **Floor** (``bare``): the same envs without any wrapper or vector env, ``env.unwrapped.step`` in a Python loop
-  (reset when terminated): what no vector env stepping these envs in one process can beat.
-- **Repetitions**: ``--reps`` repetitions, each one run of each on fresh envs, the order alternating every
-  repetition, all in one process. Reported: the best CPU-time env-steps/s of each, the lean/dummy ratio of the bests
-  and the median of the paired ratios (dummy seconds / lean seconds in the same repetition), and the best wall-time
-  ratio.
-- **Exactness**: before the timing, both are stepped side by side and every observation, reward, done and info
-  (``terminal_observation``, ``TimeLimit.truncated``, the Monitor's ``episode`` but its wall-clock ``t``) compared.
-- **Target** (issue 33): lean >= 2x dummy on LunarLander-v3 x16.
-- ``--profile``: cProfile of one lean run of the first env (made as ``zoo``), the top functions by own time, and the
-  share of the run spent inside the env's own ``step`` and ``reset`` (``profile_env_share``).
+- **Repetitions**: ``--reps`` repetitions, each one run of each kind on fresh envs, the order alternating every
+  repetition, all in one process. Reported: the best CPU-time env-steps/s of each, ratios of the bests to ``sb3``'s,
+  the median of the paired lean/sb3 ratios (sb3 seconds / lean seconds in the same repetition), and the best
+  wall-time ratio.
+- **Exactness**: before the timing, ``lean`` and ``sb3`` are stepped side by side and every observation, reward, done
+  and info (``terminal_observation``, ``TimeLimit.truncated``, the Monitor's ``episode`` but its wall-clock ``t``)
+  compared: the render mode changes no number.
+- **Target** (docs/guide/development.md): lean >= 2.5x sb3 on LunarLander-v3 x16.
+- ``--profile``: cProfile of one lean run of the first env, the top functions by own time, and the share of the run
+  spent inside the env's own ``step`` and ``reset`` (``profile_env_share``).
 - **Outputs**: a printed table and ``benchmarks/results/vec_env.json``.
 
-usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--made-as id zoo]
-                                    [--env-steps 4000] [--reps 5] [--check-steps 250] [--profile] [--seed 0]
-                                    [--out FILE]
+usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--env-steps 4000]
+                                    [--reps 5] [--check-steps 250] [--profile] [--seed 0] [--out FILE]
        (the defaults take about two minutes on one free core)
 """
 
@@ -40,13 +44,13 @@ import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import stable_baselines3
 import torch as th
+from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 import sb3_xppo
@@ -58,22 +62,16 @@ if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its
 from provenance import code_record  # noqa: E402
 
 DEFAULT_ENVS = ("LunarLander-v3:16", "CartPole-v1:8", "Pendulum-v1:4")
-MADE_AS = ("id", "zoo")
-KINDS = ("dummy", "lean", "bare")
-#: (env id, n_envs) -> the lean/dummy ratio it must reach
-TARGETS = {("LunarLander-v3", 16): 2.0}
+KINDS = ("sb3", "dummy", "lean", "bare")
+#: (env id, n_envs) -> the lean/sb3 ratio it must reach
+TARGETS = {("LunarLander-v3", 16): 2.5}
 
 
-def env_source(env_id: str, made_as: str) -> str | Callable[[], gym.Env]:
-    """What ``make_vec_env`` is given: the id (``id``), or a function making the env without a render mode (``zoo``)."""
-    if made_as == "id":
-        return env_id
-    spec = gym.spec(env_id)
-    return lambda: spec.make()
-
-
-def build(env_id: str, n_envs: int, made_as: str, backend: str, seed: int) -> VecEnv:
-    return make_vec_env(env_source(env_id, made_as), n_envs, backend=backend, seed=seed)
+def build(env_id: str, n_envs: int, kind: str, seed: int) -> VecEnv:
+    """The VecEnv of ``kind`` (``bare`` steps the lean env's unwrapped envs)."""
+    if kind == "sb3":
+        return sb3_make_vec_env(env_id, n_envs, seed=seed)
+    return make_vec_env(env_id, n_envs, backend="dummy" if kind == "dummy" else "lean", seed=seed)
 
 
 def random_actions(env: VecEnv, steps: int, seed: int) -> list[np.ndarray]:
@@ -83,9 +81,9 @@ def random_actions(env: VecEnv, steps: int, seed: int) -> list[np.ndarray]:
     return [np.array([space.sample() for _ in range(env.num_envs)]) for _ in range(steps)]
 
 
-def timed_run(env_id: str, n_envs: int, made_as: str, kind: str, actions: list[np.ndarray], seed: int) -> tuple[float, float]:
+def timed_run(env_id: str, n_envs: int, kind: str, actions: list[np.ndarray], seed: int) -> tuple[float, float]:
     """:return: the CPU and wall seconds the steps of one run took, on fresh envs"""
-    env = build(env_id, n_envs, made_as, "lean" if kind == "bare" else kind, seed)
+    env = build(env_id, n_envs, kind, seed)
     env.reset()
     if kind == "bare":
         cores = [e.unwrapped for e in env.envs]  # type: ignore[attr-defined]
@@ -131,13 +129,13 @@ def same_info(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
-def check_exact(env_id: str, n_envs: int, made_as: str, steps: int, seed: int) -> tuple[bool, int]:
+def check_exact(env_id: str, n_envs: int, steps: int, seed: int) -> tuple[bool, int]:
     """
-    Step both backends side by side on the same actions; compare everything but the Monitor's ``t``.
+    Step the lean env and SB3's side by side on the same actions; compare everything but the Monitor's ``t``.
 
     :return: whether all agreed, and how many episodes ended
     """
-    lean, dummy = (build(env_id, n_envs, made_as, backend, seed) for backend in ("lean", "dummy"))
+    lean, dummy = (build(env_id, n_envs, kind, seed) for kind in ("lean", "sb3"))
     obs_a, obs_b = lean.reset(), dummy.reset()
     exact, episodes = bool(np.array_equal(obs_a, obs_b)), 0
     for action in random_actions(dummy, steps, seed):
@@ -154,12 +152,12 @@ def check_exact(env_id: str, n_envs: int, made_as: str, steps: int, seed: int) -
 
 def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int, top: int = 25) -> dict[str, Any]:
     """
-    cProfile of one lean run's ``step`` calls, the env made as rl-zoo3 makes it.
+    cProfile of one lean run's ``step`` calls.
 
     :return: ``table``, cProfile's table (own time); ``env_share``, the fraction of the profiled time spent inside the
         env's own ``step`` and ``reset`` (the unwrapped env's methods, with all they call): what no vector env can shed
     """
-    env = build(env_id, n_envs, "zoo", "lean", seed)
+    env = build(env_id, n_envs, "lean", seed)
     env.reset()
     unwrapped = type(env.envs[0].unwrapped)
     profiler = cProfile.Profile()
@@ -176,38 +174,36 @@ def profile_lean(env_id: str, n_envs: int, actions: list[np.ndarray], seed: int,
     return dict(table=out.getvalue(), env_share=inside / stats.total_tt)  # type: ignore[attr-defined]
 
 
-def benchmark(
-    env_id: str, n_envs: int, made_as: str, env_steps: int, reps: int, check_steps: int, seed: int
-) -> dict[str, Any]:
-    exact, episodes = check_exact(env_id, n_envs, made_as, check_steps, seed)
-    probe = build(env_id, n_envs, made_as, "dummy", seed)
+def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: int, seed: int) -> dict[str, Any]:
+    exact, episodes = check_exact(env_id, n_envs, check_steps, seed)
+    probe = build(env_id, n_envs, "sb3", seed)
     actions = random_actions(probe, max(1, env_steps // n_envs), seed + 1)
     probe.close()
     cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
     wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for rep in range(reps):
         for kind in KINDS if rep % 2 == 0 else KINDS[::-1]:
-            seconds = timed_run(env_id, n_envs, made_as, kind, actions, seed)
+            seconds = timed_run(env_id, n_envs, kind, actions, seed)
             cpu[kind].append(seconds[0])
             wall[kind].append(seconds[1])
     steps = len(actions) * n_envs
     best = {kind: steps / min(times) for kind, times in cpu.items()}
     best_wall = {kind: steps / min(times) for kind, times in wall.items()}
-    ratio = best["lean"] / best["dummy"]
+    ratio = best["lean"] / best["sb3"]
     target = TARGETS.get((env_id, n_envs))
     return dict(
         env=env_id,
         n_envs=n_envs,
-        made_as=made_as,
         env_steps_per_run=steps,
         cpu_seconds=cpu,
         wall_seconds=wall,
         best_steps_per_s=best,
         best_wall_steps_per_s=best_wall,
         ratio_best=ratio,
-        ratio_paired_median=statistics.median(d / le for le, d in zip(cpu["lean"], cpu["dummy"], strict=True)),
-        ratio_wall_best=best_wall["lean"] / best_wall["dummy"],
-        floor_ratio=best["bare"] / best["dummy"],
+        ratio_paired_median=statistics.median(d / le for le, d in zip(cpu["lean"], cpu["sb3"], strict=True)),
+        ratio_wall_best=best_wall["lean"] / best_wall["sb3"],
+        render_mode_ratio=best["dummy"] / best["sb3"],
+        floor_ratio=best["bare"] / best["sb3"],
         target=target,
         target_met=None if target is None else ratio >= target,
         bit_exact=exact,
@@ -218,20 +214,21 @@ def benchmark(
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'env':<16} {'n':>3} {'made as':>7} {'dummy/s':>8} {'lean/s':>8} {'bare/s':>8} {'lean':>7} {'paired':>7} "
-        f"{'wall':>7} {'bare':>7} {'target':>8} {'exact':>6}"
+        f"{'env':<16} {'n':>3} {'sb3/s':>8} {'dummy/s':>8} {'lean/s':>8} {'bare/s':>8} {'lean':>7} {'paired':>7} "
+        f"{'wall':>7} {'dummy':>7} {'bare':>7} {'target':>8} {'exact':>6}"
     ]
     for r in rows:
         b = r["best_steps_per_s"]
         target = "-" if r["target"] is None else f"{r['target']:.1f}x " + ("ok" if r["target_met"] else "no")
         lines.append(
-            f"{r['env']:<16} {r['n_envs']:>3} {r['made_as']:>7} {b['dummy']:>8.0f} {b['lean']:>8.0f} {b['bare']:>8.0f} "
+            f"{r['env']:<16} {r['n_envs']:>3} {b['sb3']:>8.0f} {b['dummy']:>8.0f} {b['lean']:>8.0f} {b['bare']:>8.0f} "
             f"{r['ratio_best']:>6.2f}x {r['ratio_paired_median']:>6.2f}x {r['ratio_wall_best']:>6.2f}x "
-            f"{r['floor_ratio']:>6.2f}x {target:>8} {'yes' if r['bit_exact'] else 'NO':>6}"
+            f"{r['render_mode_ratio']:>6.2f}x {r['floor_ratio']:>6.2f}x {target:>8} {'yes' if r['bit_exact'] else 'NO':>6}"
         )
     lines.append(
-        "env-steps/s: best CPU time of the repetitions; lean, paired: lean/dummy (ratio of bests, median paired ratio); "
-        "wall: the same on wall time; bare: the floor (unwrapped envs in a loop)/dummy"
+        "env-steps/s: best CPU time of the repetitions; ratios to sb3 (SB3's make_vec_env, render_mode='rgb_array'): "
+        "lean (ratio of bests), paired (median paired), wall (bests on wall time), dummy (DummyVecEnv without a "
+        "render mode), bare (the floor: unwrapped envs in a loop)"
     )
     return "\n".join(lines)
 
@@ -239,7 +236,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS), help="ENV_ID:N_ENVS ...")
-    parser.add_argument("--made-as", nargs="+", choices=MADE_AS, default=list(MADE_AS))
     parser.add_argument("--env-steps", type=int, default=4000, help="env-steps per timed run")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--check-steps", type=int, default=250, help="vector steps of the exactness check")
@@ -253,9 +249,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for spec in args.envs:
         env_id, _, n = spec.rpartition(":")
-        for made_as in args.made_as:
-            rows.append(benchmark(env_id, int(n), made_as, args.env_steps, args.reps, args.check_steps, args.seed))
-            print(format_table(rows[-1:]).splitlines()[1], flush=True)
+        rows.append(benchmark(env_id, int(n), args.env_steps, args.reps, args.check_steps, args.seed))
+        print(format_table(rows[-1:]).splitlines()[1], flush=True)
     print()
     print(format_table(rows))
     record: dict[str, Any] = dict(
@@ -274,7 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if args.profile:
         env_id, _, n = args.envs[0].rpartition(":")
-        probe = build(env_id, int(n), "zoo", "dummy", args.seed)
+        probe = build(env_id, int(n), "sb3", args.seed)
         actions = random_actions(probe, max(1, args.env_steps // int(n)), args.seed + 1)
         probe.close()
         profile = profile_lean(env_id, int(n), actions, args.seed)
