@@ -101,8 +101,8 @@ from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from sb3_xppo import XPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
+from sb3_xppo.vec_env import VEC_ENV_FACTORIES
 from sb3_xppo.zoo import CONFIG_PATH, VEC_ENV_CHOICES
-from sb3_xppo.zoo.vec_envs import ZOO_VEC_ENV_CLASSES
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
@@ -360,7 +360,7 @@ def zoo_setup(
         hyperparams, exp.env_wrapper, callbacks, exp.vec_env_wrapper = exp._preprocess_hyperparams(raw)
         zoo_class = exp.vec_env_class
         if vec_env is not None:
-            exp.vec_env_class = ZOO_VEC_ENV_CLASSES[vec_env]  # type: ignore[assignment]
+            exp.vec_env_class = VEC_ENV_FACTORIES[vec_env]  # type: ignore[assignment]
         env_kwargs = exp.env_kwargs
         if render_mode is not None:
             exp.env_kwargs = {"render_mode": render_mode, **env_kwargs}

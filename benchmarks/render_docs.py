@@ -754,6 +754,30 @@ def render_vec_env_speed(page: Path) -> str:
     return "\n".join(lines + ["", *speed_floor_lines(data["results"])])
 
 
+def render_train_cli(page: Path) -> str:
+    """The whole training command against rl-zoo3's PPO (``train_cli.json``)."""
+    data = load(RESULTS / "train_cli.json")
+    if data is None:
+        return "Pending: `python benchmarks/train_cli.py`."
+    by = {name: [run for run in data["runs"] if run["name"] == name] for name in ("PPO", "XPPO")}
+    lines = [
+        "| command | seconds, best (CPU) |",
+        "| --- | ---: |",
+        *(
+            f"| `{runs[0]['command']}` | {min(r['seconds'] for r in runs):.1f} ({min(r['cpu_seconds'] for r in runs):.1f}) |"
+            for runs in by.values()
+        ),
+        "",
+        f"{data['env']}, {data['steps']:,} steps, {data['reps']} repetitions: XPPO / PPO {data['ratio_best']:.2f}x best, "
+        f"{data['ratio_paired']:.2f}x median paired (CPU time {data['cpu_ratio_best']:.2f}x, "
+        f"{data['cpu_ratio_paired']:.2f}x); "
+        f"the final parameters {'are' if data['bit_exact'] else '**are not**'} PPO's bit for bit.",
+    ]
+    if data.get("target") is not None:
+        lines[-1] += f" The target, {data['target']:g}x median paired, is {'met' if data['target_met'] else 'missed'}."
+    return "\n".join(lines)
+
+
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
 #: same operations on the same operands as PPO's (the contract of its exactness)
 FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
@@ -1004,6 +1028,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "clip-ab": render_clip_ab,
     "vec-env-throughput": render_vec_env_throughput,
     "vec-env-speed": render_vec_env_speed,
+    "train-cli": render_train_cli,
 }
 
 

@@ -41,14 +41,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if RECORD_FLAG in args:
         args.remove(RECORD_FLAG)
         command = _record_video
-    zoo.register()
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--algo", default=zoo.ALGO_NAME)
     algo = peek.parse_known_args(args)[0].algo
     # argparse keeps the last value of an option: the user's arguments come after these defaults and win
     defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.default_env(algo), "--folder", "logs"]
-    with zoo.masked_evaluation():
-        zoo.run_with_argv(command, [*defaults, *args])
+    with zoo.zoo_session([*defaults, *args], training=False):
+        command()
 
 
 if __name__ == "__main__":

@@ -18,9 +18,8 @@ after ``-optimize``) it writes ``learning_curve.png`` next to the saved model an
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from sb3_xppo import zoo
 
@@ -46,30 +45,6 @@ def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
     return defaults, known
 
 
-@contextlib.contextmanager
-def _tables_before_search() -> Iterator[None]:
-    """
-    Have ``-optimize`` create optuna's tables in its ``--storage`` (:func:`sb3_xppo.zoo.prepare_storage`) before
-    rl-zoo3 opens its study, so that the workers of a distributed search may start together on a fresh database.
-    rl-zoo3 opens the storage inside ``ExperimentManager.hyperparameters_optimization`` and offers no hook there:
-    the method is wrapped while the command runs.
-    """
-    from rl_zoo3.exp_manager import ExperimentManager
-
-    search = ExperimentManager.hyperparameters_optimization
-
-    def search_with_tables(self: ExperimentManager) -> None:
-        if self.storage is not None:
-            zoo.prepare_storage(self.storage)
-        search(self)
-
-    ExperimentManager.hyperparameters_optimization = search_with_tables  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ExperimentManager.hyperparameters_optimization = search  # type: ignore[method-assign]
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """
     Train with rl-zoo3, the package's algorithms registered; then plot the learning curve of the new run.
@@ -79,13 +54,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     from rl_zoo3.train import train
 
     args = list(sys.argv[1:] if argv is None else argv)
-    zoo.register()
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
-    with _tables_before_search(), zoo.masked_evaluation(), zoo.zoo_vec_env(vec_env, ray_options) as vec_env_args:
-        zoo.run_with_argv(train, [*defaults, *args, *vec_env_args])
+    with zoo.zoo_session([*defaults, *args], vec_env=vec_env, ray_options=ray_options):
+        train()
     if known.optimize_hyperparameters:
         return
     for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):

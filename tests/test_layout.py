@@ -112,6 +112,71 @@ def test_zoo_check_can_fail(tmp_path):
     ]
 
 
+#: the modules that may assign to other packages' objects: the rl-zoo3 session and DaggerCallback's steering of a
+#: stock SB3 model (docs/guide/development.md, No process-wide state)
+PATCHERS = {"sb3_xppo.zoo.session", "sb3_xppo.dagger_distill.patching"}
+
+
+def foreign_assignments(path: pathlib.Path) -> list[str]:
+    """
+    Every assignment to an attribute of a module or class imported from another package (``import x``, ``from x
+    import Y``, at any level of the file): ``x.name = ...``, ``Y.name += ...``, ``del Y.name``, ``setattr(Y, ...)``,
+    ``delattr(Y, ...)``, with the line.
+    """
+    tree = ast.parse(path.read_text())
+    foreign = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            foreign |= {(a.asname or a.name).split(".")[0] for a in node.names if not a.name.startswith("sb3_xppo")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("sb3_xppo"):
+            foreign |= {a.asname or a.name for a in node.names}
+
+    def root(node: ast.expr) -> str | None:
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            if node.args and root(node.args[0]) in foreign:
+                found.append(f"{path.name}:{node.lineno} {node.func.id}({ast.unparse(node.args[0])}, ...)")
+            continue
+        for target in targets:
+            if isinstance(target, ast.Attribute) and root(target) in foreign:
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(target)}")
+    return found
+
+
+@pytest.mark.parametrize("module, path", package_modules(), ids=lambda x: x if isinstance(x, str) else "")
+def test_only_the_patchers_assign_to_other_packages(module, path):
+    if module not in PATCHERS:
+        assert foreign_assignments(path) == [], f"{module} changes other packages' objects: do it in {sorted(PATCHERS)}"
+
+
+def test_patch_check_can_fail(tmp_path):
+    """Negative control: each way of assigning to an imported class or module is found."""
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import sys\nfrom rl_zoo3.exp_manager import ExperimentManager\n"
+        "def f(self):\n    import rl_zoo3.utils\n    sys.argv = []\n    ExperimentManager.default_vec_env_cls = 1\n"
+        "    rl_zoo3.utils.create_test_env = None\n    setattr(ExperimentManager, 'x', 1)\n    self.x = 1\n"
+    )
+    assert foreign_assignments(path) == [
+        "bad.py:5 sys.argv",
+        "bad.py:6 ExperimentManager.default_vec_env_cls",
+        "bad.py:7 rl_zoo3.utils.create_test_env",
+        "bad.py:8 setattr(ExperimentManager, ...)",
+    ]
+
+
 def test_pickled_names_keep_their_paths():
     from sb3_xppo.common.schedules import ClipRangePair
     from sb3_xppo.xppo.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer, rollout_gae  # noqa: F401

@@ -12,6 +12,7 @@ Layer 1: imports nothing else of the package.
 from sb3_xppo.vec_env.backends import (
     BACKEND_BUILDERS,
     VEC_ENV_CLASSES,
+    VEC_ENV_FACTORIES,
     BackendBuilder,
     check_backend,
     make_vec_env,
@@ -26,6 +27,7 @@ __all__ = [
     "IMMUTABLE_INFO_TYPES",
     "PASS_THROUGH_STEPS",
     "VEC_ENV_CLASSES",
+    "VEC_ENV_FACTORIES",
     "ActorPlacement",
     "BackendBuilder",
     "EnvPoolVecEnv",

@@ -95,6 +95,15 @@ BACKEND_BUILDERS: dict[str, BackendBuilder] = {
 }
 
 
+#: backend name -> what builds its VecEnv from env factories, as SB3's ``make_vec_env(vec_env_cls=...)`` and rl-zoo3
+#: call it: ``factory(env_fns)``
+VEC_ENV_FACTORIES: dict[str, Callable[[list[Callable[[], gym.Env]]], VecEnv]] = {
+    **VEC_ENV_CLASSES,
+    "envpool": EnvPoolVecEnv.from_env_fns,
+    "ray": RayVecEnv.from_env_fns,
+}
+
+
 def check_backend(backend: str) -> BackendBuilder:
     """
     :param backend: a backend's name

@@ -7,14 +7,16 @@ to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"``, ``R
 ``"xppo_lstm"`` and ``MaskableRecurrentXPPO`` as ``"xppo_mask_lstm"``, the way rl-zoo3's own ``train_sbx.py`` /
 ``enjoy_sbx.py`` plug in the SBX algorithms.
 Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
-unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for one thing rl-zoo3 cannot
-do: give a maskable model its env's action masks when it evaluates or watches it
-(:func:`~sb3_xppo.zoo.masked_evaluation`), and build its envs with the lean vector env or EnvPool
-(``--vec-env lean``, ``--vec-env envpool``, an entry's ``vec_env`` key: :func:`~sb3_xppo.zoo.zoo_vec_env`).
+unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for what rl-zoo3 cannot do: give a
+maskable model its env's action masks when it evaluates or watches it (:func:`~sb3_xppo.zoo.masked_evaluation`),
+build its envs with the lean vector env, EnvPool or Ray (``--vec-env``, an entry's ``vec_env`` key:
+:func:`~sb3_xppo.zoo.zoo_vec_env`), and create optuna's tables before a distributed search. All of it is done to
+rl-zoo3's and SB3's objects in one module, :mod:`sb3_xppo.zoo.session`, under one context manager,
+:func:`~sb3_xppo.zoo.zoo_session`, that puts everything back.
 
 One module per job (``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
-``env_wrappers``, ``runs``, ``argv``, ``vec_envs``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is the path
-configs and code use (``env_wrapper: sb3_xppo.zoo.linear_reward``).
+``env_wrappers``, ``runs``, ``vec_envs``, ``session``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is
+the path configs and code use (``env_wrapper: sb3_xppo.zoo.linear_reward``).
 
 Only the command-line entry points import this package: it imports rl-zoo3 and optuna, which the
 rest of the package does not need.
@@ -31,10 +33,7 @@ from sb3_xppo.zoo.algorithms import (
     MASK_LSTM_ALGO_NAME,
     default_env,
 )
-from sb3_xppo.zoo.argv import run_with_argv
 from sb3_xppo.zoo.env_wrappers import linear_reward
-from sb3_xppo.zoo.evaluation import masked_evaluation
-from sb3_xppo.zoo.registration import register
 from sb3_xppo.zoo.runs import CURVE_FILENAME, find_run_dirs, plot_learning_curve, summarize_evaluations
 from sb3_xppo.zoo.search_space import (
     ACTOR_LOSSES,
@@ -48,15 +47,9 @@ from sb3_xppo.zoo.search_space import (
     sample_xppo_lstm_params,
     sample_xppo_params,
 )
+from sb3_xppo.zoo.session import masked_evaluation, register, run_with_argv, zoo_session, zoo_vec_env
 from sb3_xppo.zoo.storage import prepare_storage
-from sb3_xppo.zoo.vec_envs import (
-    DEFAULT_VEC_ENV,
-    VEC_ENV_CHOICES,
-    VEC_ENV_KEY,
-    split_ray_args,
-    split_vec_env_arg,
-    zoo_vec_env,
-)
+from sb3_xppo.zoo.vec_envs import DEFAULT_VEC_ENV, VEC_ENV_CHOICES, VEC_ENV_KEY, split_ray_args, split_vec_env_arg
 
 __all__ = [
     "ACTOR_LOSSES",
@@ -92,5 +85,6 @@ __all__ = [
     "split_ray_args",
     "split_vec_env_arg",
     "summarize_evaluations",
+    "zoo_session",
     "zoo_vec_env",
 ]

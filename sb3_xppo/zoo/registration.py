@@ -1,13 +1,13 @@
 """
-Registration of the package's algorithms with rl-zoo3: ``xppo`` (XPPO), ``xppo_mask`` (MaskableXPPO),
-``xppo_lstm`` (RecurrentXPPO) and ``xppo_mask_lstm`` (MaskableRecurrentXPPO) in ``rl_zoo3.ALGOS`` and, with their
-optuna samplers and converter, in ``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` / ``HYPERPARAMS_CONVERTER``, written
-through every rl-zoo3 module that binds those tables (``train``, ``exp_manager``, ``enjoy``).
+The package's algorithms as rl-zoo3 knows them: ``xppo`` (XPPO), ``xppo_mask`` (MaskableXPPO), ``xppo_lstm``
+(RecurrentXPPO) and ``xppo_mask_lstm`` (MaskableRecurrentXPPO), with their optuna samplers and converter
+(:func:`algorithm_tables`). :mod:`sb3_xppo.zoo.session` writes them in rl-zoo3's tables.
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
+from typing import Any
 
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
@@ -17,44 +17,24 @@ from sb3_xppo.zoo.algorithms import ALGO_NAME, LSTM_ALGO_NAME, MASK_ALGO_NAME, M
 from sb3_xppo.zoo.search_space import convert_xppo_params, sample_xppo_lstm_params, sample_xppo_params
 
 
-def register() -> None:
+def algorithm_tables() -> tuple[dict[str, type], dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
     """
-    Make ``xppo``, ``xppo_mask``, ``xppo_lstm`` and ``xppo_mask_lstm`` known to rl-zoo3: the algorithms, their optuna
-    samplers and converters. Idempotent.
+    What rl-zoo3 is told of the package's algorithms (:func:`sb3_xppo.zoo.session.install_algorithms` tells it).
 
-    The package's own environments (``sb3_xppo/GridMaze-v0``) are registered with gymnasium when this module
-    is imported. This also imports MO-Gymnasium when it is installed, so that its environments
-    (``mo-lunar-lander-v3``) are in gymnasium's registry, the way rl-zoo3's ``import_envs`` does for other env
-    packages.
+    :return: name -> algorithm (``ALGOS``), name -> optuna sampler (``HYPERPARAMS_SAMPLER``) and name -> converter
+        (``HYPERPARAMS_CONVERTER``)
     """
-    import rl_zoo3
-    import rl_zoo3.enjoy
-    import rl_zoo3.exp_manager
-    import rl_zoo3.hyperparams_opt
-    import rl_zoo3.train
-    import rl_zoo3.utils
-
-    algorithms = {
+    algorithms: dict[str, type] = {
         ALGO_NAME: XPPO,
         MASK_ALGO_NAME: MaskableXPPO,
         LSTM_ALGO_NAME: RecurrentXPPO,
         MASK_LSTM_ALGO_NAME: MaskableRecurrentXPPO,
     }
     # MaskableRecurrentXPPO's keywords are RecurrentPPO's: it searches RecurrentXPPO's space
-    samplers = {
+    samplers: dict[str, Callable[..., Any]] = {
         ALGO_NAME: sample_xppo_params,
         MASK_ALGO_NAME: sample_xppo_params,
         LSTM_ALGO_NAME: sample_xppo_lstm_params,
         MASK_LSTM_ALGO_NAME: sample_xppo_lstm_params,
     }
-    # train, exp_manager and enjoy import ALGOS (and exp_manager the optuna tables) by name. Today they all
-    # bind the dicts defined in rl_zoo3.utils / rl_zoo3.hyperparams_opt, so this writes one dict each; writing
-    # through every module keeps it right if a module ever binds its own copy.
-    for module in (rl_zoo3, rl_zoo3.utils, rl_zoo3.train, rl_zoo3.exp_manager, rl_zoo3.enjoy):
-        module.ALGOS.update(algorithms)
-    for module in (rl_zoo3.hyperparams_opt, rl_zoo3.exp_manager):
-        module.HYPERPARAMS_SAMPLER.update(samplers)
-        module.HYPERPARAMS_CONVERTER.update(dict.fromkeys(algorithms, convert_xppo_params))
-
-    with contextlib.suppress(ImportError):
-        import mo_gymnasium  # noqa: F401  (registers the MO-Gymnasium environments)
+    return algorithms, samplers, dict.fromkeys(algorithms, convert_xppo_params)

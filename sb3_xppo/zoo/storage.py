@@ -6,6 +6,8 @@ opens it so that workers may start together on a fresh database.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def prepare_storage(storage: str, attempts: int = 5) -> None:
@@ -34,3 +36,18 @@ def prepare_storage(storage: str, attempts: int = 5) -> None:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.1 * (attempt + 1))
+
+
+def with_tables(search: Callable[[Any], None]) -> Callable[[Any], None]:
+    """
+    :param search: rl-zoo3's ``ExperimentManager.hyperparameters_optimization``, which opens the study itself and
+        offers no hook there
+    :return: ``search``, the storage's tables created first (:func:`prepare_storage`)
+    """
+
+    def search_with_tables(manager: Any) -> None:
+        if manager.storage is not None:
+            prepare_storage(manager.storage)
+        search(manager)
+
+    return search_with_tables

@@ -1,0 +1,238 @@
+"""
+Everything the commands change in objects the package does not own (rl-zoo3, SB3, sb3-contrib, ``sys``), in one
+place: :func:`zoo_session` makes the changes and puts every one back when its block ends, also on an exception.
+Besides ``sb3_xppo.dagger_distill.patching``, this is the one module that assigns to other packages' objects
+(``tests/test_layout.py`` holds the package to it).
+
+A session changes:
+
+- rl-zoo3's tables: ``xppo``, ``xppo_mask``, ``xppo_lstm``, ``xppo_mask_lstm`` in ``ALGOS``, their optuna samplers
+  and converters (:func:`sb3_xppo.zoo.registration.algorithm_tables`);
+- ``sys.argv``: the command's arguments, which rl-zoo3's ``train`` and ``enjoy`` parse;
+- evaluation with action masks (:mod:`sb3_xppo.zoo.evaluation`): SB3's ``evaluate_policy`` as its ``EvalCallback``
+  calls it, rl-zoo3's ``create_test_env``, and ``predict`` of ``MaskablePPO`` and ``MaskableRecurrentXPPO``;
+- when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams`` (the VecEnv,
+  :mod:`sb3_xppo.zoo.vec_envs`) and ``hyperparameters_optimization`` (optuna's tables created first,
+  :mod:`sb3_xppo.zoo.storage`).
+
+Not thread-safe: the changes are to modules and classes, which every thread of the process sees. Run one session at
+a time, and nothing else that uses rl-zoo3 beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
+
+from sb3_xppo.zoo import evaluation, storage, vec_envs
+from sb3_xppo.zoo.registration import algorithm_tables
+
+
+class Patches:
+    """Changes to other packages' objects, each recorded so that :meth:`restore` undoes them, the last first."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        """``setattr(owner, name, value)``; undone by putting back what ``owner`` itself held (or nothing)."""
+        had_own, saved = name in vars(owner), vars(owner).get(name)
+        setattr(owner, name, value)
+        self._undo.append(lambda: setattr(owner, name, saved) if had_own else delattr(owner, name))
+
+    def update(self, table: MutableMapping[Any, Any], items: Mapping[Any, Any]) -> None:
+        """``table.update(items)``; undone by putting back the values it replaced and removing the keys it added."""
+        saved = {key: table[key] for key in items if key in table}
+        added = [key for key in items if key not in table]
+        table.update(items)
+
+        def undo() -> None:
+            for key in added:
+                table.pop(key, None)
+            table.update(saved)
+
+        self._undo.append(undo)
+
+    def restore(self) -> None:
+        """Undo every change, the last first."""
+        while self._undo:
+            self._undo.pop()()
+
+
+@contextlib.contextmanager
+def applied(*installers: Callable[[Patches], Any]) -> Iterator[list[Any]]:
+    """
+    :param installers: functions that make their changes through the :class:`Patches` they are given
+    :return: (yields) what each installer returned; every change is undone when the block ends
+    """
+    patches = Patches()
+    try:
+        yield [install(patches) for install in installers]
+    finally:
+        patches.restore()
+
+
+def install_algorithms(patches: Patches) -> None:
+    """The package's algorithms, optuna samplers and converters in rl-zoo3's tables, through every module binding them."""
+    import rl_zoo3
+    import rl_zoo3.enjoy
+    import rl_zoo3.exp_manager
+    import rl_zoo3.hyperparams_opt
+    import rl_zoo3.train
+    import rl_zoo3.utils
+
+    with contextlib.suppress(ImportError):
+        import mo_gymnasium  # noqa: F401  (registers its envs with gymnasium, as rl-zoo3's import_envs does for others)
+
+    algorithms, samplers, converters = algorithm_tables()
+    # train, exp_manager and enjoy import ALGOS (exp_manager the optuna tables too) by name: today one dict each,
+    # written through every module in case one ever binds its own copy
+    for module in (rl_zoo3, rl_zoo3.utils, rl_zoo3.train, rl_zoo3.exp_manager, rl_zoo3.enjoy):
+        patches.update(module.ALGOS, algorithms)
+    for module in (rl_zoo3.hyperparams_opt, rl_zoo3.exp_manager):
+        patches.update(module.HYPERPARAMS_SAMPLER, samplers)
+        patches.update(module.HYPERPARAMS_CONVERTER, converters)
+
+
+def install_masked_evaluation(patches: Patches) -> None:
+    """Maskable models act on their env's masks wherever rl-zoo3 evaluates or watches them (:mod:`.evaluation`)."""
+    import rl_zoo3.enjoy
+    import rl_zoo3.utils
+    import stable_baselines3.common.callbacks as sb3_callbacks
+    from sb3_contrib import MaskablePPO
+
+    from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
+
+    test_envs: list[Any] = []
+    patches.set(sb3_callbacks, "evaluate_policy", evaluation.masked_evaluate_policy(sb3_callbacks.evaluate_policy))
+    # enjoy bound create_test_env when it was imported; record_video imports it from rl_zoo3.utils when it runs
+    noting = evaluation.noting_test_envs(rl_zoo3.utils.create_test_env, test_envs)
+    patches.set(rl_zoo3.enjoy, "create_test_env", noting)
+    patches.set(rl_zoo3.utils, "create_test_env", noting)
+    for maskable in (MaskablePPO, MaskableRecurrentXPPO):
+        patches.set(maskable, "predict", evaluation.predict_with_masks(maskable.predict, test_envs))
+
+
+def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None) -> list[str]:
+    """
+    rl-zoo3's ``ExperimentManager`` builds its envs with the VecEnv ``name`` names, else the entry's ``vec_env`` key,
+    else the lean env (:mod:`.vec_envs`).
+
+    :return: the ``--vec-env`` arguments to hand rl-zoo3
+    :raises ValueError: for Ray options with another ``--vec-env``
+    """
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    chosen = vec_envs.check_vec_env_name(name or vec_envs.DEFAULT_VEC_ENV)
+    if ray_options and name is not None and name != "ray":
+        raise ValueError(f"--ray-address and --ray-envs-per-actor are options of --vec-env ray, not of --vec-env {name}")
+    # a class someone else set in default_vec_env_cls stays, over both (rl-zoo3 lets it win over --vec-env too)
+    someone_elses = ExperimentManager.default_vec_env_cls
+    if someone_elses is None and chosen not in vec_envs.ZOO_OWN:
+        patches.set(ExperimentManager, "default_vec_env_cls", vec_envs.vec_env_factory(chosen, ray_options))
+    preprocess = ExperimentManager._preprocess_hyperparams
+
+    def preprocess_with_vec_env_key(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
+        # rl-zoo3 takes its own keys out of an entry here and offers no hook: the entry's vec_env goes first
+        entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
+        if entry_choice is not None and name is None and someone_elses is None:
+            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
+        return preprocess(manager, hyperparams)
+
+    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_with_vec_env_key)
+    return ["--vec-env", chosen if chosen in vec_envs.ZOO_OWN else "dummy"]
+
+
+def install_storage_tables(patches: Patches) -> None:
+    """``-optimize`` creates optuna's tables in its ``--storage`` before rl-zoo3 opens its study (:mod:`.storage`)."""
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    patches.set(
+        ExperimentManager, "hyperparameters_optimization", storage.with_tables(ExperimentManager.hyperparameters_optimization)
+    )
+
+
+def install_argv(patches: Patches, args: Sequence[str]) -> None:
+    """``sys.argv``: the program's name and ``args``, as rl-zoo3's command functions parse it."""
+    patches.set(sys, "argv", [sys.argv[0] if sys.argv else "sb3_xppo", *args])
+
+
+@contextlib.contextmanager
+def zoo_session(
+    args: Sequence[str], training: bool = True, vec_env: str | None = None, ray_options: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """
+    While the block runs, rl-zoo3's ``train`` (``training=True``) or ``enjoy`` and ``record_video`` run on ``args``
+    with the package's algorithms, masked evaluation and (training) the chosen VecEnv; everything is put back when it
+    ends, also on an exception. Not thread-safe (see the module).
+
+    :param args: the command's arguments, without the program name
+    :param training: also choose the VecEnv and create optuna's tables before a search
+    :param vec_env: ``--vec-env``: one of :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`, or None (the entry's key, else lean)
+    :param ray_options: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords of ``--vec-env ray``
+    :raises ValueError: for Ray options with another ``--vec-env``, before anything is changed
+    """
+    if not training and (vec_env is not None or ray_options):
+        raise ValueError("zoo_session: vec_env and ray_options choose the VecEnv of training, not of enjoy")
+
+    def session(patches: Patches) -> None:
+        install_algorithms(patches)
+        install_masked_evaluation(patches)
+        extra = install_vec_env(patches, vec_env, ray_options) if training else []
+        if training:
+            install_storage_tables(patches)
+        install_argv(patches, [*args, *extra])
+
+    with applied(session):
+        yield
+
+
+def register() -> None:
+    """
+    Make ``xppo``, ``xppo_mask``, ``xppo_lstm`` and ``xppo_mask_lstm`` known to rl-zoo3 for the rest of the process
+    (to call rl-zoo3 yourself; the commands register within their :func:`zoo_session`): the algorithms, their optuna
+    samplers and converters. Idempotent. The package's environments are registered with gymnasium when it is imported;
+    this imports MO-Gymnasium where it is installed, so that its environments (``mo-lunar-lander-v3``) are too.
+    """
+    install_algorithms(Patches())  # never restored
+
+
+@contextlib.contextmanager
+def masked_evaluation() -> Iterator[None]:
+    """
+    While the block runs, a maskable model (``MaskableXPPO``, any sb3-contrib ``MaskablePPO``, and
+    ``MaskableRecurrentXPPO``) acts on its env's action masks wherever rl-zoo3 evaluates or watches it
+    (:mod:`sb3_xppo.zoo.evaluation`); everything is put back when it ends. Part of every :func:`zoo_session`.
+    """
+    with applied(install_masked_evaluation):
+        yield
+
+
+@contextlib.contextmanager
+def zoo_vec_env(name: str | None, ray_options: dict[str, Any] | None = None) -> Iterator[list[str]]:
+    """
+    While the block runs, rl-zoo3's ``ExperimentManager`` builds its envs (training and evaluation) with the VecEnv
+    ``name`` names, or, where ``name`` is None (no ``--vec-env``), with the one the entry's ``vec_env`` key names,
+    else the lean env; put back when it ends. Part of a training :func:`zoo_session`.
+
+    :param name: one of :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`, or None
+    :param ray_options: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords of ``ray`` (:func:`~sb3_xppo.zoo.split_ray_args`)
+    :return: (yields) the ``--vec-env`` arguments to hand rl-zoo3
+    :raises ValueError: for Ray options with another ``--vec-env``; (when rl-zoo3 reads the entry) for an entry's
+        ``vec_env`` not in :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`
+    """
+    with applied(lambda patches: install_vec_env(patches, name, ray_options)) as (zoo_args,):
+        yield zoo_args
+
+
+def run_with_argv(command: Callable[[], None], args: Sequence[str]) -> None:
+    """
+    Run one of rl-zoo3's command functions (they parse ``sys.argv``) on the given arguments.
+
+    :param command: ``rl_zoo3.train.train`` or ``rl_zoo3.enjoy.enjoy``
+    :param args: the command-line arguments, without the program name
+    """
+    with applied(lambda patches: install_argv(patches, args)):
+        command()
