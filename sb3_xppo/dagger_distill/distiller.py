@@ -12,6 +12,7 @@ import torch as th
 from torch import nn
 from torch.distributions import Distribution
 
+from sb3_xppo.dagger_distill.checks import check_callable, check_count, check_layers, check_number, check_size, resolve_layer
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss, reads_label
 from sb3_xppo.dagger_distill.policy_adapter import is_sb3_policy_like, policy_adapter
@@ -151,24 +152,18 @@ class DaggerDistiller:
     ) -> None:
         self.student = _as_policy_fn(student, "student")
         self.teacher = _as_policy_fn(teacher, "teacher")
-        functions: dict[str, Any] = dict(loss_fn=loss_fn, rep_align_loss_fn=rep_align_loss_fn)
-        for name, fn in functions.items():
-            if not callable(fn):
-                raise TypeError(f"{name} must be a callable, e.g. nll_loss, kl_loss or mse_loss, got {fn!r}")
-        functions = dict(teacher_state_fn=teacher_state_fn, label_transform=label_transform)
-        for name, fn in functions.items():
-            if fn is not None and not callable(fn):
-                raise TypeError(f"{name} must be None or a callable, got {fn!r}")
-        _check_number("entropy_weight", entropy_weight)
-        _check_number("rep_align_weight", rep_align_weight, low=0.0)
-        _check_number("lr", lr, low=0.0, open_low=True)
-        _check_number("beta", beta, low=0.0, high=1.0)
+        check_callable("loss_fn", loss_fn)
+        check_callable("rep_align_loss_fn", rep_align_loss_fn)
+        check_callable("teacher_state_fn", teacher_state_fn, optional=True)
+        check_callable("label_transform", label_transform, optional=True)
+        check_number("entropy_weight", entropy_weight)
+        check_number("rep_align_weight", rep_align_weight, low=0.0)
+        check_number("lr", lr, low=0.0, open_low=True)
+        check_number("beta", beta, low=0.0, high=1.0)
         if max_grad_norm is not None:
-            _check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        if (student_layer is None) != (teacher_layer is None):
-            raise ValueError("representation alignment needs both student_layer and teacher_layer (or neither)")
+            check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
+        check_size("batch_size", batch_size)
+        check_layers(student_layer, teacher_layer)
         if not (rep_align_projector is None or rep_align_projector is True or callable(rep_align_projector)):
             raise TypeError(f"rep_align_projector must be None, True or a module/callable, got {rep_align_projector!r}")
         if optimizer is not None and params is not None:
@@ -182,8 +177,8 @@ class DaggerDistiller:
         self.return_loss_breakdown = return_loss_breakdown
         self.teacher_state_fn = teacher_state_fn
         self.label_transform = label_transform
-        self.student_layer = _resolve_layer(self.student, student_layer, "student")
-        self.teacher_layer = _resolve_layer(self.teacher, teacher_layer, "teacher")
+        self.student_layer = resolve_layer(self.student, student_layer, "student")
+        self.teacher_layer = resolve_layer(self.teacher, teacher_layer, "teacher")
         self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = (
             rep_align_projector if rep_align_projector is not True else None
         )
@@ -335,7 +330,7 @@ class DaggerDistiller:
         """
         if self.env is None:
             raise ValueError("collect() needs env= at construction")
-        _check_count("steps", steps)
+        check_count("steps", steps)
         beta = 1.0 if teacher_acts else self.beta
         if self._obs is None:
             self._reset_env()
@@ -449,9 +444,9 @@ class DaggerDistiller:
         :return: the stats of :meth:`step` (``agreement``: the student's best action against the label before the
             fit; ``train_agreement``: during it)
         """
-        _check_count("steps", steps)
+        check_count("steps", steps)
         if epochs is not None:
-            _check_count("epochs", epochs)
+            check_count("epochs", epochs)
         collected = self.collect(steps, teacher_acts=True)
         return _merge_stats(collected, self.train() if epochs is None else self.train(epochs))
 
@@ -561,22 +556,6 @@ def _as_policy_fn(policy: Any, name: str) -> PolicyFn:
     return policy
 
 
-def _resolve_layer(owner: Any, layer: str | nn.Module | None, name: str) -> nn.Module | None:
-    """A layer given as a module, or by its submodule name in the ``owner`` policy (checked now, not at the first call)."""
-    if layer is None or isinstance(layer, nn.Module):
-        return layer
-    if not isinstance(layer, str):
-        raise TypeError(f"{name}_layer must be a submodule name or an nn.Module, got {layer!r}")
-    module = getattr(owner, "module", owner)  # adapters expose the wrapped policy as .module
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"{name}_layer={layer!r} is a name, but the {name} is not an nn.Module: pass the layer module itself")
-    try:
-        return module.get_submodule(layer)
-    except AttributeError:
-        names = [n for n, _ in module.named_modules() if n]
-        raise ValueError(f"{name}_layer={layer!r} is not a submodule of the {name}; its submodules are {names}") from None
-
-
 def _per_state(x: th.Tensor, b: int, name: str) -> th.Tensor:
     """``(b)``: an elementwise loss summed over everything after the batch dim."""
     if x.ndim == 0 or x.shape[0] != b:
@@ -641,17 +620,3 @@ def _merge_stats(collected: dict[str, float], trained: dict[str, float]) -> dict
     trained = dict(trained)
     trained["train_agreement"] = trained.pop("agreement")
     return {**collected, **trained}
-
-
-def _check_count(name: str, value: Any, low: int = 1) -> None:
-    """A ``ValueError`` unless ``value`` is an int >= ``low`` (a bool is not a count)."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-def _check_number(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> None:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (low is None or (value > low if open_low else value >= low)) and (high is None or value <= high)
-    if not ok:
-        bounds = f"{'(' if open_low else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-        raise ValueError(f"{name} must be a number in {bounds}, got {value!r}")
