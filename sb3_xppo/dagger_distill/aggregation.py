@@ -22,7 +22,7 @@ from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput
 from sb3_xppo.dagger_distill.masks import actions_allowed
 from sb3_xppo.dagger_distill.policy_adapter import student_optimizer
-from sb3_xppo.dagger_distill.pytree import Tree, rows_finite, sample_action, tree_map
+from sb3_xppo.dagger_distill.pytree import Tree, rows_finite, sample_action, tree_map, where_rows
 from sb3_xppo.dagger_distill.teacher import StudentTeacher
 
 
@@ -195,7 +195,7 @@ def _pretrain_actions(pair: StudentTeacher, obs: Tree, masks: np.ndarray | None)
         if not bool(usable.all()):
             student = sample_action(pair.student(pair.student_input(obs, masks)))
             student = tree_to_action(student, space).to(actions.dtype).reshape(actions.shape)
-            actions = th.where(usable.reshape(-1, *([1] * (actions.ndim - 1))), actions, student)
+            actions = where_rows(usable, actions, student)
     actions_np = actions.cpu().numpy()
     if isinstance(space, spaces.Box):
         actions_np = np.clip(actions_np, space.low, space.high)

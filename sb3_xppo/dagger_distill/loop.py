@@ -25,6 +25,7 @@ from sb3_xppo.dagger_distill.pytree import (
     sample_action,
     tree_leaves,
     tree_map,
+    where_rows,
 )
 
 
@@ -129,9 +130,7 @@ class DaggerLoopMixin:
                     forbidden_count += int(forbidden.sum())
                 if beta > 0:
                     take = (th.rand(b, device=valid.device) < beta) & valid
-                    action = tree_map(
-                        lambda a, label, take=take: th.where(_rows(take, a), label.to(a.dtype), a), action, labels
-                    )
+                    action = tree_map(lambda a, label, take=take: where_rows(take, label.to(a.dtype), a), action, labels)
                 agreements.append(self.agreement(student_out, labels, valid))
             fields = dict(states=states)
             if self._store_labels:
@@ -256,11 +255,6 @@ class DaggerLoopMixin:
             raise ValueError(f"env.step() must return (obs, reward, terminated, truncated, info), got {len(out)} values")
         reward = reward.float() if isinstance(reward, th.Tensor) else th.as_tensor(np.asarray(reward, dtype=np.float32))
         return reward.mean().item()
-
-
-def _rows(mask: th.Tensor, like: th.Tensor) -> th.Tensor:
-    """A ``(b)`` mask shaped to broadcast against ``like`` (batch first)."""
-    return mask.reshape(-1, *([1] * (like.ndim - 1)))
 
 
 def _merge_stats(collected: dict[str, float], trained: dict[str, float]) -> dict[str, float]:

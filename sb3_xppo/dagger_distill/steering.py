@@ -17,7 +17,7 @@ from torch.utils.hooks import RemovableHandle
 from sb3_xppo.dagger_distill.aggregation import Aggregation
 from sb3_xppo.dagger_distill.masks import actions_allowed
 from sb3_xppo.dagger_distill.patching import StudentPatch
-from sb3_xppo.dagger_distill.pytree import Tree
+from sb3_xppo.dagger_distill.pytree import Tree, where_rows
 
 
 class Steering:
@@ -118,7 +118,7 @@ class Steering:
             teacher = 2.0 * (teacher - low) / (high - low) - 1.0
         if action_masks is not None:
             take &= actions_allowed(action_masks, teacher, model.action_space)
-        return th.where(take.reshape(-1, *([1] * (actions.ndim - 1))), teacher, actions)
+        return where_rows(take, teacher, actions)
 
     def loss_hook(self, model: BaseAlgorithm, rollout_data: RolloutBufferSamples, loss: th.Tensor) -> th.Tensor:
         """
