@@ -44,8 +44,9 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.utils import get_device, set_random_seed
 from tqdm.auto import tqdm
 
-from sb3_xppo.dagger_distill.actions import action_clipper, same_action_space
+from sb3_xppo.dagger_distill.actions import action_clipper, agreement_atol
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model, resolve_algo
+from sb3_xppo.dagger_distill.checks import check_action_spaces, check_feed_forward_teacher, check_teacher_statistics
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller
 from sb3_xppo.dagger_distill.env_adapter import SB3VecEnvAdapter
 from sb3_xppo.dagger_distill.objectives import Objective, kl_loss, mse_loss, nll_loss
@@ -54,7 +55,6 @@ from sb3_xppo.dagger_distill.policy_input import PolicyInput, is_maskable, is_re
 from sb3_xppo.dagger_distill.teacher_obs import (
     TeacherObs,
     frozen_vec_normalize,
-    same_obs_space,
     select_space,
     teacher_obs_keys,
 )
@@ -297,85 +297,16 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
     set_random_seed(args.seed)
     device = get_device(args.device)
     teacher = load_sb3_model(args.teacher, args.teacher_algo, device=device)
-    if is_recurrent(teacher.policy):
-        raise ValueError(
-            f"the teacher is recurrent ({type(teacher).__name__}): a recurrent teacher is not supported; distill from a "
-            "feed-forward teacher"
-        )
+    check_feed_forward_teacher(teacher.policy)
     zoo = ZooSettings(args)
     venv = zoo.make_env(args.env, args.n_envs, args.seed)
-    if args.student is not None:
-        student = load_sb3_model(args.student, args.student_algo, device=device, env=venv)
-    else:
-        algo: Any = resolve_algo(args.student_algo)
-        kind = "Lstm" if issubclass(algo, RecurrentPPO) else ""
-        policy = args.policy or (
-            f"MultiInput{kind}Policy" if isinstance(venv.observation_space, spaces.Dict) else f"Mlp{kind}Policy"
-        )
-        student = algo(policy, venv, seed=args.seed, device=device, policy_kwargs=_policy_kwargs(args.policy_kwargs))
-    if not same_action_space(teacher.action_space, student.action_space):
-        raise ValueError(f"the teacher acts in {teacher.action_space} but the student in {student.action_space}")
-    obs_keys = args.teacher_obs_keys[0] if args.teacher_obs_keys and len(args.teacher_obs_keys) == 1 else args.teacher_obs_keys
-    keys = teacher_obs_keys(student.observation_space, teacher.observation_space, obs_keys)
-    vec_normalize = None
-    if zoo.vec_normalize_path is not None:
-        vec_normalize = frozen_vec_normalize(zoo.vec_normalize_path)
-        teacher_space = select_space(student.observation_space, keys)
-        if not same_obs_space(vec_normalize.observation_space, teacher_space):
-            raise ValueError(
-                f"--teacher-vec-normalize {zoo.vec_normalize_path} normalizes {vec_normalize.observation_space} but the "
-                f"teacher reads {teacher_space}"
-            )
-        print(f"the teacher reads observations normalized by {zoo.vec_normalize_path}")
-    teacher_obs = TeacherObs(keys, vec_normalize)
-    # The teacher's (normalized) observations, stored beside the student's; without statistics the adapter selects.
-    # A maskable teacher reads a maskable student's action masks too (as in the callback)
-    teacher_state_fn = None
-    if vec_normalize is not None:
-
-        def teacher_state_fn(states: Any, info: Any, step: int) -> Any:
-            obs = teacher_obs(obs_of(states), student.device)
-            if is_maskable(teacher.policy) and isinstance(states, PolicyInput) and "action_masks" in states:
-                return PolicyInput(obs=obs, action_masks=states["action_masks"])
-            return obs
-
-    optimizer = student_optimizer(student)
-    if args.lr is not None:
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr
-    space = student.action_space
-    atol: float | th.Tensor = 0.1
-    if isinstance(space, spaces.Box):
-        atol = th.as_tensor(0.05 * (space.high - space.low), dtype=th.float32, device=student.device)
-    distiller = DaggerDistiller(
-        PolicyAdapter(student.policy),
-        PolicyAdapter(teacher.policy, None if vec_normalize is not None else keys),
-        loss_fn=LOSSES[args.loss],
-        teacher_state_fn=teacher_state_fn,
-        env=SB3VecEnvAdapter(venv, student.device, student.policy),
-        optimizer=optimizer,
-        batch_size=args.batch_size,
-        max_dataset_size=args.buffer_size,
-        beta=args.beta,
-        max_grad_norm=getattr(student, "max_grad_norm", None) or None,  # TRPO stores 0: no clipping
-        label_transform=action_clipper(space, student.device),
-        agreement_atol=atol,
-        device=student.device,
-    )
+    student = _student(args, venv, device)
+    check_action_spaces(teacher.action_space, student.action_space)
+    teacher_obs = _teacher_obs(args, zoo, teacher, student)
+    distiller = _distiller(args, teacher, student, venv, teacher_obs)
     teacher.policy.set_training_mode(False)
     pretrain_collected = _pretrain(distiller, args)
-    collected, stats = 0, {"loss": math.nan, "agreement": math.nan, "forbidden_labels": math.nan}
-    forbidden = 0.0
-    with tqdm(total=args.timesteps, unit="step", disable=args.no_progress_bar, desc="DAgger") as bar:
-        while collected < args.timesteps:
-            steps = min(args.collect_steps, math.ceil((args.timesteps - collected) / args.n_envs))
-            new_states = steps * args.n_envs
-            out = distiller.step(steps, gradient_steps=math.ceil(new_states * args.epochs / args.batch_size))
-            collected += int(out["collected"])
-            forbidden += out["forbidden_labels"] * out["collected"]
-            stats = {"loss": out["loss"], "agreement": out["agreement"], "forbidden_labels": forbidden / collected}
-            bar.update(int(out["collected"]))
-            bar.set_postfix(loss=f"{out['loss']:.3f}", agreement=f"{out['agreement']:.2f}")
+    collected, stats = _dagger(distiller, args)
     student.num_timesteps += collected + pretrain_collected
     student.save(args.out)
     print(f"saved the student ({type(student).__name__}) to {args.out} after {collected} steps")
@@ -390,23 +321,108 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         student_return=math.nan,
     )
     if args.eval_episodes > 0:
-        eval_env = zoo.make_env(args.env, 1, args.seed + 1000)
-        returns: dict[str, tuple[float, float]] = {}
-        for name, model in (("teacher", _TeacherPredictor(teacher, teacher_obs)), ("student", student)):
-            # A maskable student acts with the env's masks, as it was trained to (and a recurrent one carries its LSTM
-            # state, which sb3-contrib's masked evaluate_policy drops)
-            evaluate: Any = evaluate_policy
-            if name == "student" and is_maskable(student.policy):
-                evaluate = evaluate_masked_recurrent if is_recurrent(student.policy) else evaluate_masked_policy
-            mean, std = evaluate(model, eval_env, n_eval_episodes=args.eval_episodes)
-            returns[name] = (float(mean), float(std))  # type: ignore[arg-type]  # floats without return_episode_rewards
-        print(f"{'':8} {'mean return':>12} {'std':>8}   ({args.eval_episodes} episodes, deterministic)")
-        for name, (mean, std) in returns.items():
-            print(f"{name:8} {mean:12.2f} {std:8.2f}")
-        result.update(teacher_return=returns["teacher"][0], student_return=returns["student"][0])
-        eval_env.close()
+        returns = _evaluate(args, zoo, _TeacherPredictor(teacher, teacher_obs), student)
+        result.update(teacher_return=returns["teacher"], student_return=returns["student"])
     venv.close()
     return result
+
+
+def _student(args: argparse.Namespace, venv: Any, device: th.device) -> BaseAlgorithm:
+    """The student: ``--student``'s checkpoint on ``venv``, else a fresh ``--student-algo`` model."""
+    if args.student is not None:
+        return load_sb3_model(args.student, args.student_algo, device=device, env=venv)
+    algo: Any = resolve_algo(args.student_algo)
+    kind = "Lstm" if issubclass(algo, RecurrentPPO) else ""
+    policy = args.policy or (
+        f"MultiInput{kind}Policy" if isinstance(venv.observation_space, spaces.Dict) else f"Mlp{kind}Policy"
+    )
+    return algo(policy, venv, seed=args.seed, device=device, policy_kwargs=_policy_kwargs(args.policy_kwargs))
+
+
+def _teacher_obs(args: argparse.Namespace, zoo: ZooSettings, teacher: BaseAlgorithm, student: BaseAlgorithm) -> TeacherObs:
+    """What the teacher reads of the student's observations: its keys, normalized by the zoo run's statistics."""
+    obs_keys = args.teacher_obs_keys[0] if args.teacher_obs_keys and len(args.teacher_obs_keys) == 1 else args.teacher_obs_keys
+    keys = teacher_obs_keys(student.observation_space, teacher.observation_space, obs_keys)
+    if zoo.vec_normalize_path is None:
+        return TeacherObs(keys)
+    vec_normalize = frozen_vec_normalize(zoo.vec_normalize_path)
+    teacher_space = select_space(student.observation_space, keys)
+    check_teacher_statistics(vec_normalize, teacher_space, f"--teacher-vec-normalize {zoo.vec_normalize_path}")
+    print(f"the teacher reads observations normalized by {zoo.vec_normalize_path}")
+    return TeacherObs(keys, vec_normalize)
+
+
+def _distiller(
+    args: argparse.Namespace, teacher: BaseAlgorithm, student: BaseAlgorithm, venv: Any, teacher_obs: TeacherObs
+) -> DaggerDistiller:
+    """The distiller of the student and the teacher in ``venv``, with the student's optimizer."""
+    # The teacher's (normalized) observations, stored beside the student's; without statistics the adapter selects.
+    # A maskable teacher reads a maskable student's action masks too (as in the callback)
+    teacher_state_fn = None
+    if teacher_obs.vec_normalize is not None:
+
+        def teacher_state_fn(states: Any, info: Any, step: int) -> Any:
+            obs = teacher_obs(obs_of(states), student.device)
+            if is_maskable(teacher.policy) and isinstance(states, PolicyInput) and "action_masks" in states:
+                return PolicyInput(obs=obs, action_masks=states["action_masks"])
+            return obs
+
+    optimizer = student_optimizer(student)
+    if args.lr is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr
+    space = student.action_space
+    return DaggerDistiller(
+        PolicyAdapter(student.policy),
+        PolicyAdapter(teacher.policy, None if teacher_state_fn is not None else teacher_obs.keys),
+        loss_fn=LOSSES[args.loss],
+        teacher_state_fn=teacher_state_fn,
+        env=SB3VecEnvAdapter(venv, student.device, student.policy),
+        optimizer=optimizer,
+        batch_size=args.batch_size,
+        max_dataset_size=args.buffer_size,
+        beta=args.beta,
+        max_grad_norm=getattr(student, "max_grad_norm", None) or None,  # TRPO stores 0: no clipping
+        label_transform=action_clipper(space, student.device),
+        agreement_atol=agreement_atol(space, student.device),
+        device=student.device,
+    )
+
+
+def _dagger(distiller: DaggerDistiller, args: argparse.Namespace) -> tuple[int, dict[str, float]]:
+    """DAgger for ``--timesteps`` steps: the states collected, and the last ``loss``, ``agreement``, ``forbidden_labels``."""
+    collected, stats = 0, {"loss": math.nan, "agreement": math.nan, "forbidden_labels": math.nan}
+    forbidden = 0.0
+    with tqdm(total=args.timesteps, unit="step", disable=args.no_progress_bar, desc="DAgger") as bar:
+        while collected < args.timesteps:
+            steps = min(args.collect_steps, math.ceil((args.timesteps - collected) / args.n_envs))
+            new_states = steps * args.n_envs
+            out = distiller.step(steps, gradient_steps=math.ceil(new_states * args.epochs / args.batch_size))
+            collected += int(out["collected"])
+            forbidden += out["forbidden_labels"] * out["collected"]
+            stats = {"loss": out["loss"], "agreement": out["agreement"], "forbidden_labels": forbidden / collected}
+            bar.update(int(out["collected"]))
+            bar.set_postfix(loss=f"{out['loss']:.3f}", agreement=f"{out['agreement']:.2f}")
+    return collected, stats
+
+
+def _evaluate(args: argparse.Namespace, zoo: ZooSettings, teacher: Any, student: BaseAlgorithm) -> dict[str, float]:
+    """The teacher's and the student's mean returns over ``--eval-episodes`` deterministic episodes, printed."""
+    eval_env = zoo.make_env(args.env, 1, args.seed + 1000)
+    returns: dict[str, tuple[float, float]] = {}
+    for name, model in (("teacher", teacher), ("student", student)):
+        # A maskable student acts with the env's masks, as it was trained to (and a recurrent one carries its LSTM
+        # state, which sb3-contrib's masked evaluate_policy drops)
+        evaluate: Any = evaluate_policy
+        if name == "student" and is_maskable(student.policy):
+            evaluate = evaluate_masked_recurrent if is_recurrent(student.policy) else evaluate_masked_policy
+        mean, std = evaluate(model, eval_env, n_eval_episodes=args.eval_episodes)
+        returns[name] = (float(mean), float(std))  # type: ignore[arg-type]  # floats without return_episode_rewards
+    print(f"{'':8} {'mean return':>12} {'std':>8}   ({args.eval_episodes} episodes, deterministic)")
+    for name, (mean, std) in returns.items():
+        print(f"{name:8} {mean:12.2f} {std:8.2f}")
+    eval_env.close()
+    return {name: mean for name, (mean, _) in returns.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

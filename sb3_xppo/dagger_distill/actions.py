@@ -73,3 +73,18 @@ def same_action_space(a: spaces.Space, b: spaces.Space) -> bool:
     if isinstance(a, spaces.MultiBinary) and isinstance(b, spaces.MultiBinary):
         return a.shape == b.shape
     return False
+
+
+def agreement_atol(action_space: spaces.Space, device: th.device | str = "cpu") -> float | th.Tensor:
+    """
+    How close a continuous action must be to the label to agree with it: 5% of a Box's range (0.1 where a bound is
+    infinite), else 0.1.
+
+    :param action_space: the student's action space
+    :param device: device of the actions
+    :return: the ``agreement_atol`` of :class:`~sb3_xppo.dagger_distill.DaggerDistiller`
+    """
+    if not isinstance(action_space, spaces.Box):
+        return 0.1
+    span = th.as_tensor(action_space.high - action_space.low, dtype=th.float32, device=device)
+    return th.where(th.isfinite(span), 0.05 * span, th.full_like(span, 0.1))

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch as th
 from torch import nn
 from torch.distributions import Distribution
 
-from sb3_xppo.dagger_distill.dataset import AggregatedDataset
+from sb3_xppo.dagger_distill.checks import check_callable, check_layers, check_number, check_size, resolve_layer
+from sb3_xppo.dagger_distill.loop import DaggerLoopMixin, add_to_optimizer
 from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss, reads_label
 from sb3_xppo.dagger_distill.policy_adapter import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.pytree import (
@@ -50,7 +50,7 @@ class DistillOutput(NamedTuple):
     forbidden: th.Tensor | None = None
 
 
-class DaggerDistiller:
+class DaggerDistiller(DaggerLoopMixin):
     """
     Distill a teacher policy into a student policy: DAgger (Ross et al. 2011, https://arxiv.org/abs/1011.0686)
     when given an environment, and a plain differentiable loss without one.
@@ -151,24 +151,18 @@ class DaggerDistiller:
     ) -> None:
         self.student = _as_policy_fn(student, "student")
         self.teacher = _as_policy_fn(teacher, "teacher")
-        functions: dict[str, Any] = dict(loss_fn=loss_fn, rep_align_loss_fn=rep_align_loss_fn)
-        for name, fn in functions.items():
-            if not callable(fn):
-                raise TypeError(f"{name} must be a callable, e.g. nll_loss, kl_loss or mse_loss, got {fn!r}")
-        functions = dict(teacher_state_fn=teacher_state_fn, label_transform=label_transform)
-        for name, fn in functions.items():
-            if fn is not None and not callable(fn):
-                raise TypeError(f"{name} must be None or a callable, got {fn!r}")
-        _check_number("entropy_weight", entropy_weight)
-        _check_number("rep_align_weight", rep_align_weight, low=0.0)
-        _check_number("lr", lr, low=0.0, open_low=True)
-        _check_number("beta", beta, low=0.0, high=1.0)
+        check_callable("loss_fn", loss_fn)
+        check_callable("rep_align_loss_fn", rep_align_loss_fn)
+        check_callable("teacher_state_fn", teacher_state_fn, optional=True)
+        check_callable("label_transform", label_transform, optional=True)
+        check_number("entropy_weight", entropy_weight)
+        check_number("rep_align_weight", rep_align_weight, low=0.0)
+        check_number("lr", lr, low=0.0, open_low=True)
+        check_number("beta", beta, low=0.0, high=1.0)
         if max_grad_norm is not None:
-            _check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        if (student_layer is None) != (teacher_layer is None):
-            raise ValueError("representation alignment needs both student_layer and teacher_layer (or neither)")
+            check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
+        check_size("batch_size", batch_size)
+        check_layers(student_layer, teacher_layer)
         if not (rep_align_projector is None or rep_align_projector is True or callable(rep_align_projector)):
             raise TypeError(f"rep_align_projector must be None, True or a module/callable, got {rep_align_projector!r}")
         if optimizer is not None and params is not None:
@@ -182,35 +176,17 @@ class DaggerDistiller:
         self.return_loss_breakdown = return_loss_breakdown
         self.teacher_state_fn = teacher_state_fn
         self.label_transform = label_transform
-        self.student_layer = _resolve_layer(self.student, student_layer, "student")
-        self.teacher_layer = _resolve_layer(self.teacher, teacher_layer, "teacher")
+        self.student_layer = resolve_layer(self.student, student_layer, "student")
+        self.teacher_layer = resolve_layer(self.teacher, teacher_layer, "teacher")
         self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = (
             rep_align_projector if rep_align_projector is not True else None
         )
         self._make_projector = rep_align_projector is True
 
-        self.optimizer = optimizer
-        if params is not None:
-            params = list(params)
-            if isinstance(self.projector, nn.Module):
-                params += list(self.projector.parameters())
-            self.optimizer = th.optim.Adam(params, lr=lr)
-        elif optimizer is not None and isinstance(self.projector, nn.Module):
-            _add_to_optimizer(optimizer, self.projector)
-        self.env = env
-        self.batch_size = batch_size
-        self.beta = float(beta)
-        self.max_grad_norm = max_grad_norm
         self.agreement_atol = agreement_atol
-        self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
-        self.dataset = AggregatedDataset(max_dataset_size)
         # Labels are stored for objectives that read them; kl_loss and mse_loss re-evaluate the teacher at fit time
         self._store_labels = reads_label(loss_fn)
-        #: vector steps taken by :meth:`collect` so far (the ``step`` given to ``teacher_state_fn``/``label_transform``)
-        self.num_steps = 0
-        self._obs: Tree = None
-        self._info: Any = None
-        self._numpy_env = False
+        self._init_loop(env, optimizer, params, lr, batch_size, max_dataset_size, beta, max_grad_norm, device)
 
     # ----------------------------------------------------------------------------------------------------------------
     # The loss
@@ -316,146 +292,6 @@ class DaggerDistiller:
         return masked_mean(th.stack(agree).all(dim=0).float(), valid)
 
     # ----------------------------------------------------------------------------------------------------------------
-    # The DAgger loop
-    # ----------------------------------------------------------------------------------------------------------------
-
-    def collect(self, steps: int, sample: bool = True, teacher_acts: bool = False) -> dict[str, float]:
-        """
-        Roll out the student for ``steps`` vector steps (the teacher's label instead with probability ``beta``),
-        label every visited state with the teacher and add it to the aggregated dataset.
-
-        :param steps: vector steps (each adds ``num_envs`` states)
-        :param sample: the student acts by a sample of its distribution (False: its best action, the mode/mean)
-        :param teacher_acts: the teacher's label is executed in every state instead (the teacher's own rollout, as for
-            behaviour cloning; ``beta`` is then 1): the student's action is taken only where the label is unusable (not
-            finite, or forbidden by the student's action masks)
-        :return: ``collected`` (states), ``dataset_size``, ``agreement`` (student's best action vs the label at
-            collection), ``reward`` (mean reward per step), ``forbidden_labels`` (share of the collected states whose
-            label the student's action masks forbid; 0 without masks)
-        """
-        if self.env is None:
-            raise ValueError("collect() needs env= at construction")
-        _check_count("steps", steps)
-        beta = 1.0 if teacher_acts else self.beta
-        if self._obs is None:
-            self._reset_env()
-        collected, agreements, rewards, forbidden_count = 0, [], [], 0
-        for _ in range(steps):
-            states = self._to_tensor(self._obs)
-            b = batch_size_of(states)
-            check_finite_states(states, "student observation", lambda i: f"env {i} at step {self.num_steps}")
-            with th.no_grad():
-                teacher_states = (
-                    states if self.teacher_state_fn is None else self.teacher_state_fn(states, self._info, self.num_steps)
-                )
-                labels = self._labels(self.teacher(teacher_states), states, self._info, self.num_steps)
-                student_out = self.student(states)
-                action = sample_action(student_out) if sample else best_action(student_out)
-                valid = th.stack([rows_finite(x, b) for x in tree_leaves(labels)]).all(dim=0)
-                forbidden = self._forbidden(states, labels, valid)
-                if forbidden is not None:  # never executed (beta), nor counted in the agreement
-                    valid = valid & ~forbidden
-                    forbidden_count += int(forbidden.sum())
-                if beta > 0:
-                    take = (th.rand(b, device=valid.device) < beta) & valid
-                    action = tree_map(
-                        lambda a, label, take=take: th.where(_rows(take, a), label.to(a.dtype), a), action, labels
-                    )
-                agreements.append(self.agreement(student_out, labels, valid))
-            fields = dict(states=states)
-            if self._store_labels:
-                fields["labels"] = labels
-            if self.teacher_state_fn is not None:
-                fields["teacher_states"] = teacher_states
-            self.dataset.add(**fields)
-            rewards.append(self._step_env(action))
-            self.num_steps += 1
-            collected += b
-        return dict(
-            collected=float(collected),
-            dataset_size=float(len(self.dataset)),
-            agreement=th.stack(agreements).mean().item() if agreements else math.nan,
-            reward=float(np.mean(rewards)) if rewards else math.nan,
-            forbidden_labels=forbidden_count / collected if collected else math.nan,
-        )
-
-    def train(self, epochs: int = 1, batch_size: int | None = None, gradient_steps: int | None = None) -> dict[str, float]:
-        """
-        Fit the student to the aggregated dataset: ``epochs`` shuffled passes of minibatches, or ``gradient_steps``
-        minibatches drawn uniformly (the cost then stays flat as the dataset grows). A minibatch without a usable
-        label (NaN loss) is skipped.
-
-        :param epochs: passes over the dataset
-        :param batch_size: minibatch size (default: the constructor's)
-        :param gradient_steps: if given, this many uniformly drawn minibatches instead of ``epochs`` passes
-        :return: mean ``loss``, ``policy``, ``entropy``, ``alignment`` and ``agreement`` over the updates, the
-            number of ``updates`` and of ``skipped`` minibatches
-        """
-        if self.optimizer is None:
-            raise ValueError("train() needs optimizer= or params= at construction")
-        if len(self.dataset) == 0:
-            raise ValueError("the dataset is empty: collect() states first")
-        batch_size = batch_size or self.batch_size
-        if gradient_steps is None:
-            batches = [
-                order[i : i + batch_size]
-                for order in (th.randperm(len(self.dataset)) for _ in range(epochs))
-                for i in range(0, len(order), batch_size)
-            ]
-        else:
-            batches = [th.randint(len(self.dataset), (batch_size,)) for _ in range(gradient_steps)]
-        rows: list[th.Tensor] = []
-        skipped = 0
-        for index in batches:
-            batch = self.dataset.get(index)
-            # The teacher re-evaluated on the minibatch; labels computed anew where none were stored (kl_loss, mse_loss)
-            out = self.compute(batch["states"], batch.get("teacher_states"), batch.get("labels"))
-            if not th.isfinite(out.breakdown.loss):
-                skipped += 1
-                continue
-            self.optimizer.zero_grad()
-            out.breakdown.loss.backward()
-            if self.max_grad_norm is not None:
-                params = [p for group in self.optimizer.param_groups for p in group["params"]]
-                nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-            self.optimizer.step()
-            with th.no_grad():
-                agreement = self.agreement(out.student_out, out.labels, out.valid)
-            rows.append(th.stack([*(x.detach() for x in out.breakdown), agreement]))
-        means = th.stack(rows).mean(dim=0).tolist() if rows else [math.nan] * 5
-        stats = dict(zip((*LossBreakdown._fields, "agreement"), means, strict=True))
-        return dict(stats, updates=float(len(rows)), skipped=float(skipped))
-
-    def step(self, collect_steps: int, epochs: int = 1, gradient_steps: int | None = None) -> dict[str, float]:
-        """
-        One DAgger iteration: :meth:`collect` then :meth:`train`.
-
-        :param collect_steps: vector steps to collect
-        :param epochs: passes over the aggregated dataset
-        :param gradient_steps: uniformly drawn minibatches instead of ``epochs`` passes (see :meth:`train`)
-        :return: the stats of both (the training ``agreement`` under ``train_agreement``)
-        """
-        return _merge_stats(self.collect(collect_steps), self.train(epochs, gradient_steps=gradient_steps))
-
-    def pretrain(self, steps: int, epochs: int | None = None) -> dict[str, float]:
-        """
-        Behaviour-cloning warm-up before DAgger: the teacher acts for ``steps`` vector steps
-        (``collect(steps, teacher_acts=True)``; the student's actions are not executed), then one fit of the
-        aggregated dataset (:meth:`train`). DAgger's first iteration with the expert's policy (Ross et al. 2011,
-        https://arxiv.org/abs/1011.0686, ``beta_1 = 1``); :meth:`step` continues from the env's current state.
-
-        :param steps: vector steps of the teacher's rollout (each adds ``num_envs`` states)
-        :param epochs: passes over the dataset (None: :meth:`train`'s default, one pass)
-        :return: the stats of :meth:`step` (``agreement``: the student's best action against the label before the
-            fit; ``train_agreement``: during it)
-        """
-        _check_count("steps", steps)
-        if epochs is not None:
-            _check_count("epochs", epochs)
-        collected = self.collect(steps, teacher_acts=True)
-        return _merge_stats(collected, self.train() if epochs is None else self.train(epochs))
-
-    # ----------------------------------------------------------------------------------------------------------------
     # Helpers
     # ----------------------------------------------------------------------------------------------------------------
 
@@ -497,7 +333,7 @@ class DaggerDistiller:
         if self.projector is None and self._make_projector:
             self.projector = nn.Linear(features.shape[-1], teacher_features.shape[-1]).to(features.device, features.dtype)
             if self.optimizer is not None:
-                _add_to_optimizer(self.optimizer, self.projector)
+                add_to_optimizer(self.optimizer, self.projector)
         if self.projector is not None:
             features = self.projector(features)
         if features.shape[-1] != teacher_features.shape[-1]:
@@ -524,33 +360,6 @@ class DaggerDistiller:
         finally:
             handle.remove()
 
-    def _to_tensor(self, obs: Tree) -> Tree:
-        def convert(x: Any) -> th.Tensor:
-            if isinstance(x, th.Tensor):
-                return x.to(self.device)
-            self._numpy_env = True
-            tensor = th.as_tensor(np.asarray(x), device=self.device)
-            return tensor.to(th.get_default_dtype()) if tensor.is_floating_point() else tensor
-
-        return tree_map(convert, obs)
-
-    def _reset_env(self) -> None:
-        out = self.env.reset()
-        self._obs, self._info = out if isinstance(out, tuple) and len(out) == 2 else (out, None)
-
-    def _step_env(self, action: Tree) -> float:
-        if self._numpy_env:
-            action = tree_map(lambda a: a.cpu().numpy(), action)
-        out = self.env.step(action)
-        if len(out) == 5:  # gymnasium's vector API
-            self._obs, reward, _, _, self._info = out
-        elif len(out) == 4:  # (obs, reward, done, info): Stable-Baselines3's VecEnv API
-            self._obs, reward, _, self._info = out
-        else:
-            raise ValueError(f"env.step() must return (obs, reward, terminated, truncated, info), got {len(out)} values")
-        reward = reward.float() if isinstance(reward, th.Tensor) else th.as_tensor(np.asarray(reward, dtype=np.float32))
-        return reward.mean().item()
-
 
 def _as_policy_fn(policy: Any, name: str) -> PolicyFn:
     """Callables are used as they are; SB3 models, policies and paths are wrapped (noise-free) by the adapters."""
@@ -559,22 +368,6 @@ def _as_policy_fn(policy: Any, name: str) -> PolicyFn:
     if not callable(policy):
         raise TypeError(f"{name} must be a callable state -> Distribution (or pytree), an SB3 model or a path, got {policy!r}")
     return policy
-
-
-def _resolve_layer(owner: Any, layer: str | nn.Module | None, name: str) -> nn.Module | None:
-    """A layer given as a module, or by its submodule name in the ``owner`` policy (checked now, not at the first call)."""
-    if layer is None or isinstance(layer, nn.Module):
-        return layer
-    if not isinstance(layer, str):
-        raise TypeError(f"{name}_layer must be a submodule name or an nn.Module, got {layer!r}")
-    module = getattr(owner, "module", owner)  # adapters expose the wrapped policy as .module
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"{name}_layer={layer!r} is a name, but the {name} is not an nn.Module: pass the layer module itself")
-    try:
-        return module.get_submodule(layer)
-    except AttributeError:
-        names = [n for n, _ in module.named_modules() if n]
-        raise ValueError(f"{name}_layer={layer!r} is not a submodule of the {name}; its submodules are {names}") from None
 
 
 def _per_state(x: th.Tensor, b: int, name: str) -> th.Tensor:
@@ -604,54 +397,8 @@ def _agree(dist: Any, best: th.Tensor, label: th.Tensor, atol: float | th.Tensor
     return same.reshape(b, -1).all(dim=-1)
 
 
-def _rows(mask: th.Tensor, like: th.Tensor) -> th.Tensor:
-    """A ``(b)`` mask shaped to broadcast against ``like`` (batch first)."""
-    return mask.reshape(-1, *([1] * (like.ndim - 1)))
-
-
 def _no_nan(x: th.Tensor, b: int) -> th.Tensor:
     """``(b)`` bool: rows of ``x`` without NaN (infinities allowed)."""
     if not x.is_floating_point():
         return rows_finite(x, b)
     return rows_finite(th.where(th.isinf(x), th.zeros((), dtype=x.dtype, device=x.device), x), b)
-
-
-def _add_to_optimizer(optimizer: th.optim.Optimizer, module: nn.Module) -> None:
-    """Add the module's parameters the optimizer does not hold yet (a projector trained with the student)."""
-    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    new = [p for p in module.parameters() if id(p) not in held]
-    if new:
-        optimizer.add_param_group({"params": new})
-
-
-def _infer_device(optimizer: th.optim.Optimizer | None, student: Any) -> th.device:
-    if optimizer is not None:
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                return p.device
-    module = getattr(student, "module", student)
-    if isinstance(module, nn.Module):
-        for p in module.parameters():
-            return p.device
-    return th.device("cpu")
-
-
-def _merge_stats(collected: dict[str, float], trained: dict[str, float]) -> dict[str, float]:
-    """The stats of ``collect`` and of ``train``, the latter's agreement renamed ``train_agreement``."""
-    trained = dict(trained)
-    trained["train_agreement"] = trained.pop("agreement")
-    return {**collected, **trained}
-
-
-def _check_count(name: str, value: Any, low: int = 1) -> None:
-    """A ``ValueError`` unless ``value`` is an int >= ``low`` (a bool is not a count)."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-def _check_number(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> None:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (low is None or (value > low if open_low else value >= low)) and (high is None or value <= high)
-    if not ok:
-        bounds = f"{'(' if open_low else '['}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-        raise ValueError(f"{name} must be a number in {bounds}, got {value!r}")

@@ -218,6 +218,16 @@ def rows_finite(x: th.Tensor, batch_size: int) -> th.Tensor:
     return finite.all().expand(batch_size)
 
 
+def where_rows(mask: th.Tensor, x: th.Tensor, y: th.Tensor) -> th.Tensor:
+    """
+    :param mask: ``(b)`` bool
+    :param x: taken where ``mask`` holds, the batch first
+    :param y: taken elsewhere, the batch first
+    :return: ``x``'s rows where ``mask`` holds, ``y``'s elsewhere (the mask broadcast against ``y``)
+    """
+    return th.where(mask.reshape(-1, *([1] * (y.ndim - 1))), x, y)
+
+
 def check_finite_states(states: Tree, what: str, row: Callable[[int], str]) -> None:
     """
     Raise a ``ValueError`` at the first non-finite entry (NaN or +-inf) of a batch of states, naming its row, its key
