@@ -73,6 +73,32 @@ def test_render_mode_changes_no_number(family: str) -> None:
     assert ends > 0  # resets compared too
 
 
+#: every env gymnasium registers in its own namespace (the package's and MO-Gymnasium's are above)
+REGISTERED = sorted(env_id for env_id, spec in gym.registry.items() if spec.namespace is None and "Vector" not in env_id)
+
+
+def trace(env_id: str, render_mode: str | None, steps: int = 200) -> list[Any]:
+    """Everything one env returns over ``steps`` seeded random steps, resets included."""
+    env = gym.make(env_id, render_mode=render_mode)
+    env.action_space.seed(3)
+    returned: list[Any] = [env.reset(seed=3)]
+    for _ in range(steps):
+        returned.append(env.step(env.action_space.sample()))
+        if returned[-1][2] or returned[-1][3]:
+            returned.append(env.reset())
+    env.close()
+    return returned
+
+
+@pytest.mark.parametrize("env_id", REGISTERED)
+def test_every_registered_env_gives_the_same_numbers_both_ways(env_id: str) -> None:
+    try:
+        plain = trace(env_id, None)
+    except (ImportError, gym.error.DependencyNotInstalled) as missing:  # e.g. the MuJoCo v2/v3 ids, gym v21 shims
+        pytest.skip(f"{env_id} cannot be built here: {missing}")
+    assert_same_value(plain, trace(env_id, "rgb_array"), env_id)
+
+
 def test_learn_equals_ppo_on_sb3_make_vec_env_from_an_env_id() -> None:
     # what a user writes: the env id; SB3 makes it with render_mode="rgb_array", XPPO without
     kwargs = dict(n_steps=64, batch_size=32, n_epochs=2, seed=3, policy_kwargs=dict(net_arch=[16]))
