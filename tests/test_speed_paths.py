@@ -609,3 +609,16 @@ def test_multi_critic_tensor_minibatches_keep_the_group_dim(groups, batch_size):
         for a, b in zip(seeded_samples(buffer, batch_size), reference, strict=True):
             assert_same_samples(a, b)
             assert a.old_values.shape == a.returns.shape == (len(a.actions), groups)
+
+
+def test_set_training_mode_skips_only_where_nothing_would_change():
+    env = make_vec_env("CartPole-v1", 2, seed=0)
+    model, ppo = XPPO("MlpPolicy", env, n_steps=16, seed=0), PPO("MlpPolicy", env, n_steps=16, seed=0)
+    obs = env.reset()
+    for mode in (True, False, False, True):
+        model.policy.set_training_mode(mode)
+        assert all(module.training is mode for module in model.policy.modules())
+    model.policy.mlp_extractor.policy_net.train(True)  # one submodule out of step: the walk runs
+    model.policy.set_training_mode(False)
+    assert not any(module.training for module in model.policy.modules())
+    assert np.array_equal(model.predict(obs, deterministic=True)[0], ppo.predict(obs, deterministic=True)[0])

@@ -327,6 +327,17 @@ class XPPOPolicyMixin:
         preserve_outputs = not isinstance(self.value_net, HLGaussValueHead)
         self.value_net = ValueNormalizer(self.value_net, self._value_outputs(), preserve_outputs).to(self.device)
 
+    def set_training_mode(self, mode: bool) -> None:
+        """
+        SB3's ``set_training_mode`` (``nn.Module.train(mode)``), skipped where every module already is in ``mode``:
+        ``predict()`` calls it on every step, and the walk that sets each module's flag costs a third of a small
+        network's ``predict()``.
+
+        :param mode: True for training mode, False for evaluation mode
+        """
+        if any(module.training != mode for module in self.modules()):  # type: ignore[attr-defined]
+            super().set_training_mode(mode)  # type: ignore[misc]
+
     # --- action distributions ----------------------------------------------------------------------------------------
 
     @contextmanager
