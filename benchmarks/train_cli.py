@@ -5,7 +5,8 @@ VecEnv) against ``python -m rl_zoo3.train --algo ppo`` (rl-zoo3's PPO entry), as
 - **Runs**: both commands with the same flags: ``--env``, ``-n``, ``--seed``, ``-f`` a scratch folder, ``--conf-file``
   rl-zoo3's own ``ppo.yml`` (the same hyperparameters: the packaged ``xppo.yml`` entry of LunarLander-v3 is a tuning,
   see docs/guide/xppo.md), ``--num-threads 1`` (one torch thread, as every benchmark here: torch's default of one
-  thread per core spins on a busy machine), and rl-zoo3's defaults otherwise (evaluation every 25k steps, the final
+  thread per core spins on a busy machine), ``-P`` (the progress bar, the default of ``python -m sb3_xppo.train``),
+  and rl-zoo3's defaults otherwise (evaluation every 25k steps, the final
   save); one after the other, the order alternating every repetition. Each is timed from start to exit: wall time
   (``perf_counter``) and the CPU time of the process and its children (``resource.getrusage(RUSAGE_CHILDREN)``),
   imports, env construction, evaluations and saving included.
@@ -66,7 +67,7 @@ def run_command(name: str, env_id: str, steps: int, seed: int, log_folder: str) 
     """
     module, algo = COMMANDS[name]
     command = [sys.executable, "-m", module, "--algo", algo, "--env", env_id, "-n", str(steps), "--seed", str(seed)]
-    command += ["--conf-file", PPO_CONFIG, "--num-threads", "1", "-f", log_folder]
+    command += ["--conf-file", PPO_CONFIG, "--num-threads", "1", "-P", "-f", log_folder]
     cpu, start = child_cpu_seconds(), time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds, cpu_seconds = time.perf_counter() - start, child_cpu_seconds() - cpu
