@@ -1,13 +1,13 @@
 """
-Whole-process speed of the training command: ``python -m sb3_xppo.train`` (XPPO, the packaged entry, the lean
-VecEnv) against ``python -m rl_zoo3.train --algo ppo`` (rl-zoo3's PPO entry), as a user runs them.
+Whole-process speed of the training command: ``python -m sb3_xppo.train`` (XPPO on the lean VecEnv) against
+``python -m rl_zoo3.train --algo ppo``, as a user runs them, on the same hyperparameters.
 
 - **Runs**: both commands with the same flags: ``--env``, ``-n``, ``--seed``, ``-f`` a scratch folder, ``--conf-file``
   rl-zoo3's own ``ppo.yml`` (the same hyperparameters: the packaged ``xppo.yml`` entry of LunarLander-v3 is a tuning,
   see docs/guide/xppo.md), ``--num-threads 1`` (one torch thread, as every benchmark here: torch's default of one
   thread per core spins on a busy machine), ``-P`` (the progress bar, the default of ``python -m sb3_xppo.train``),
-  and rl-zoo3's defaults otherwise (evaluation every 25k steps, the final
-  save); one after the other, the order alternating every repetition. Each is timed from start to exit: wall time
+  and rl-zoo3's defaults otherwise (evaluation every 25k steps, the final save); one after the other, the order
+  alternating every repetition. Each is timed from start to exit: wall time
   (``perf_counter``) and the CPU time of the process and its children (``resource.getrusage(RUSAGE_CHILDREN)``),
   imports, env construction, evaluations and saving included.
 - **Exactness**: the two saved final models' policy parameters are compared after the first repetition (XPPO's
