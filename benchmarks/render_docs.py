@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 #: The pages whose regions are rendered and whose quoted intervals are checked
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
-#: The folders of run caches: runs, not reports
-RUN_CACHES = ("learning_runs", "runs", "multi_critic_lunar_lander")
+#: The folders of a results folder: campaigns, single benchmarks' files, the run cache (runs, not reports)
+CAMPAIGNS, SINGLE, RUN_CACHE = "campaigns", "single", "runs"
 REGION = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
 # a number, then an interval: "267.7 [263.0, 271.0]", "0.88 [0.70, 0.91]", "212 [208, 218]"
 NUMBER = r"-?\d+(?:\.\d+)?"
@@ -53,17 +53,13 @@ def load(path: Path) -> dict[str, Any] | None:
 
 def report(campaign: str, root: Path | None = None) -> dict[str, Any] | None:
     """The ``report.json`` of a campaign (``"confirmation"``, ``"multi_critic/styles"``), or None when not written."""
-    return load((root or RESULTS) / campaign / "report.json")
+    return load((root or RESULTS / CAMPAIGNS) / campaign / "report.json")
 
 
 def campaign_reports(root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Every campaign's report, by its folder relative to ``root`` (``"confirmation"``, ``"multi_critic/styles"``)."""
-    root = root or RESULTS
-    found = {}
-    for path in sorted(root.rglob("report.json")):
-        if not any(part in RUN_CACHES for part in path.parts):
-            found[path.parent.relative_to(root).as_posix()] = load(path)
-    return found
+    root = root or RESULTS / CAMPAIGNS
+    return {path.parent.relative_to(root).as_posix(): load(path) for path in sorted(root.rglob("report.json"))}
 
 
 def link(page: Path, target: Path, anchor: str = "") -> str:
@@ -238,7 +234,7 @@ def speed_results(vec_env: bool = False) -> dict[str, Any] | None:
         both algorithms step SB3's ``make_vec_env``
     :return: speed.json with only those rows (None without the file)
     """
-    data = load(RESULTS / "speed.json")
+    data = load(RESULTS / SINGLE / "speed.json")
     if data is None:
         return None
     return {**data, "results": [r for r in data["results"] if ("@" in r["env"]) == vec_env]}
@@ -263,7 +259,7 @@ def render_speed(page: Path) -> str:
             "| `learn()` env-steps/s, XPPO with PPO's options against SB3 PPO (median paired ratio, one torch thread) "
             f"| {claim} | `benchmarks/speed.py`, `speed.json` |"
         )
-    overhead = load(RESULTS / "overhead.json")
+    overhead = load(RESULTS / SINGLE / "overhead.json")
     if overhead is not None:
         cells = [f"{r['variant'].removeprefix('XPPO ')} {r['paired_ratio']:.2f}x" for r in overhead["rows"][1:]]
         cells += [
@@ -274,7 +270,7 @@ def render_speed(page: Path) -> str:
             f"| `train()` time against PPO's (median paired ratio) | {'; '.join(cells)} | `benchmarks/overhead.py`, "
             "`overhead.json` |"
         )
-    gae = load(RESULTS / "gae.json")
+    gae = load(RESULTS / SINGLE / "gae.json")
     if gae is not None:
         exact = all(r["buffer_exact"] for r in gae["rows"])
         cells = [f"{r['buffer_speedup']:.1f}x at {r['n_steps']}x{r['n_envs']}" for r in gae["rows"]]
@@ -304,7 +300,7 @@ def render_speed_breakdown(page: Path) -> str:
 
 
 def distill_results() -> dict[str, Any] | None:
-    return load(RESULTS / "distill_LunarLander-v3.json")
+    return load(RESULTS / SINGLE / "distill_LunarLander-v3.json")
 
 
 def dagger_claim() -> str | None:
@@ -364,7 +360,7 @@ def table_with_pending(lines: list[str], pending: list[str], empty: str, lead: s
     return text
 
 
-#: The distillation runs with a warm-up (``distill.py --pretrain-steps N``), by file stem under ``RESULTS``
+#: The distillation runs with a warm-up (``distill.py --pretrain-steps N``), by file stem under ``SINGLE``
 PRETRAIN_RESULTS = ("distill_LunarLander-v3_pretrain", "distill_CartPole-v1_quick")
 
 
@@ -377,7 +373,7 @@ def render_dagger_pretrain(page: Path) -> str:
     ]
     verdicts = []
     for stem in PRETRAIN_RESULTS:
-        data = load(RESULTS / f"{stem}.json")
+        data = load(RESULTS / SINGLE / f"{stem}.json")
         if data is None or "dagger_pretrain" not in data["runs"]:
             continue
         runs, median = data["runs"], data["median_steps"]
@@ -441,7 +437,7 @@ def render_multi_critic_styles(page: Path) -> str:
 
 def faithful_lunar_campaign() -> str | None:
     """The multi-critic campaign run on LunarLander-v3's own reward (:data:`FAITHFUL_LUNAR`), if one has reported."""
-    for campaign, data in campaign_reports(RESULTS / "multi_critic").items():
+    for campaign, data in campaign_reports(RESULTS / CAMPAIGNS / "multi_critic").items():
         if FAITHFUL_LUNAR in data["summary"]:
             return f"multi_critic/{campaign}"
     return None
@@ -490,7 +486,7 @@ def render_multi_critic_match(page: Path) -> str:
 
 def render_ray_vec_env(page: Path) -> str:
     """``learn()`` env-steps/s over the lean env, ``SubprocVecEnv`` and ``RayVecEnv``, from ray_vec_env.json."""
-    results = load(RESULTS / "ray_vec_env.json")
+    results = load(RESULTS / SINGLE / "ray_vec_env.json")
     if results is None:
         return "Pending: `python benchmarks/ray_vec_env.py`."
     machine, config = results["machine"], results["config"]
@@ -527,7 +523,7 @@ def render_ray_vec_env(page: Path) -> str:
 def render_campaigns(page: Path) -> str:
     """Every campaign: its report, its question, its seeds and its runs by provenance."""
     lines = [
-        "| campaign (`benchmarks/results/...`) | question | runs: current / unverified / stale (left out) |",
+        "| campaign (`benchmarks/results/campaigns/...`) | question | runs: current / unverified / stale (left out) |",
         "| --- | --- | --- |",
     ]
     for campaign, data in campaign_reports().items():
@@ -617,13 +613,14 @@ def render_decision(page: Path) -> str:
 
 def render_pcgrad_cost(page: Path) -> str:
     """The ``train()`` time of ``group_gradients='pcgrad'`` against plain multi-critic (``overhead_pcgrad.json``)."""
-    data = load(RESULTS / "overhead_pcgrad.json")
+    data = load(RESULTS / SINGLE / "overhead_pcgrad.json")
     if data is None or "pcgrad" not in data:
         return "- **Cost**: *`overhead_pcgrad.json` has not been written yet.*"
     ratios = data["pcgrad"]
     return (
         "- **Cost**: one more backward pass through the actor per group. `python benchmarks/overhead.py --only critics\n"
-        "  --reps 15 --learn-steps 0 --no-contrib --out benchmarks/results/overhead_pcgrad.json` (CartPole, 2048 steps,\n"
+        "  --reps 15 --learn-steps 0 --no-contrib --out benchmarks/results/single/overhead_pcgrad.json` "
+        "(CartPole, 2048 steps,\n"
         '  batch 64, 2 epochs, 4 groups, one thread): `train()` with `group_gradients="pcgrad"` took\n'
         f"  {ratios['paired_ratio']:.1f}x the time of the plain multi-critic on the same groups, by the median of the paired\n"
         f"  ratios ({ratios['ratio']:.1f}x by the minimum over repetitions). On a policy this small the per-operation\n"
@@ -634,7 +631,7 @@ def render_pcgrad_cost(page: Path) -> str:
 
 def render_multi_critic_overhead(page: Path) -> str:
     """``train()`` time of 4 reward groups against single-critic XPPO (``overhead.json``'s ``multi_critic``)."""
-    data = load(RESULTS / "overhead.json")
+    data = load(RESULTS / SINGLE / "overhead.json")
     if data is None or "multi_critic" not in data:
         return "- Cost: *`benchmarks/overhead.py` has not written `overhead.json` yet.*"
     ratios = {name: row["paired_ratio"] for name, row in data["multi_critic"].items()}
@@ -660,7 +657,11 @@ def render_clip_ab(page: Path) -> str:
     of the actor step's ratio (joint clip over clip apart), approx_kl both ways, and the joint clip's coefficient
     against the one the actor alone would get.
     """
-    found = [(label, data) for folder, label in CLIP_AB if (data := load(RESULTS / "multi_critic" / folder / "clip_ab.json"))]
+    found = [
+        (label, data)
+        for folder, label in CLIP_AB
+        if (data := load(RESULTS / CAMPAIGNS / "multi_critic" / folder / "clip_ab.json"))
+    ]
     if not found:
         return "*No `clip_ab.json` has been written yet.*"
 
@@ -676,7 +677,8 @@ def render_clip_ab(page: Path) -> str:
         ]
     rollouts = "; ".join(f"{label}: {len(next(iter(d['results'].values())))} rollouts, `{d['command']}`" for label, d in found)
     lines = [
-        f"Means over the rollouts of seed 0 ({rollouts}; `benchmarks/results/multi_critic/<campaign>/clip_ab.json`). "
+        f"Means over the rollouts of seed 0 ({rollouts}; "
+        "`benchmarks/results/campaigns/multi_critic/<campaign>/clip_ab.json`). "
         "Actor step: the norm of the actor's parameter change over one `train()` call, joint clip over clip apart; "
         "clip coef: the mean factor the joint clip applies to the actor's gradient, and the one it gets clipped on its own.",
         "",
@@ -703,7 +705,7 @@ def render_clip_ab(page: Path) -> str:
 
 def render_vec_env_throughput(page: Path) -> str:
     """Env-only steps/s of the lean env against SB3's ``make_vec_env`` and the bare floor (``vec_env.json``)."""
-    data = load(RESULTS / "vec_env.json")
+    data = load(RESULTS / SINGLE / "vec_env.json")
     if data is None:
         return "Pending: `python benchmarks/vec_env.py --profile`."
     lines = [
@@ -756,7 +758,7 @@ def render_vec_env_speed(page: Path) -> str:
 
 def render_train_cli(page: Path) -> str:
     """The whole training command against rl-zoo3's PPO (``train_cli.json``)."""
-    data = load(RESULTS / "train_cli.json")
+    data = load(RESULTS / SINGLE / "train_cli.json")
     if data is None:
         return "Pending: `python benchmarks/train_cli.py`."
     by = {name: [run for run in data["runs"] if run["name"] == name] for name in ("PPO", "XPPO")}
@@ -860,7 +862,7 @@ def render_pcgrad_worth(page: Path) -> str:
             done = [0 if side is None else len(side["seeds"]) for side in (row, base)]
             pending.append(f"{env_id} (PCGrad {done[0]}, without {done[1]} of {PCGRAD_SEEDS} seeds)")
             continue
-        runs = [load(RESULTS / "multi_critic" / r["file"]) for r in data["runs"] if r["contender"] == contender]
+        runs = [load(RESULTS / r["file"]) for r in data["runs"] if r["contender"] == contender]
         conflicts = [c for r in runs if r and (c := r.get("train_logs", {}).get("train/pcgrad_conflict_fraction")) is not None]
         conflict = f"{100 * sum(conflicts) / len(conflicts):.0f}%" if conflicts else "-"
         lines.append(
@@ -1066,7 +1068,7 @@ def held_intervals(root: Path = RESULTS) -> set[str]:
                 yield from walk(item)
 
     for path in root.rglob("*.json"):
-        if any(part in RUN_CACHES for part in path.relative_to(root).parts):
+        if path.is_relative_to(root / RUN_CACHE):
             continue
         for triple in walk(load(path)):
             for decimals in (1, 2):

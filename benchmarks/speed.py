@@ -48,7 +48,7 @@ breakdown of where the time goes and the env-only limit beside it.
 - **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
   against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
   (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
-- **Outputs**: a printed table, ``benchmarks/results/speed.json`` and ``speed.png`` (stacked bars: microseconds
+- **Outputs**: a printed table, ``benchmarks/results/single/speed.json`` and ``speed.png`` (stacked bars: microseconds
   per env-step of each piece, per algorithm, per env).
 
 usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3@envpool ...] [--rollouts N] [--reps 3]
@@ -82,6 +82,9 @@ from typing import Any
 import numpy as np
 import stable_baselines3
 import torch as th
+from harness.layout import RESULTS, SINGLE
+from harness.provenance import code_record
+from harness.zoo import zoo_setup  # rl-zoo3's hyperparameters and envs, one copy
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
@@ -90,14 +93,6 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_xppo import XPPO
 from sb3_xppo.core.fast_paths import FlatAdam
 from sb3_xppo.zoo import VEC_ENV_CHOICES
-
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from learning import zoo_setup  # noqa: E402  (rl-zoo3's hyperparameters and envs, one copy)
-from provenance import code_record  # noqa: E402
-
-RESULTS = os.path.join(BENCHMARKS, "results")
 
 #: The rows: an env id, or ``<env id>@<vec env>`` for XPPO on that VecEnv (``sb3_xppo.zoo.VEC_ENV_CHOICES``)
 DEFAULT_ENVS = (
@@ -701,7 +696,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--xppo-kwargs", default="{}", help="python dict literal of extra XPPO keywords")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--contrib", action="store_true", help="also MaskableXPPO / RecurrentXPPO against their parents")
-    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--out-dir", default=os.path.join(RESULTS, SINGLE))
     parser.add_argument("--name", default="speed", help="output files <out-dir>/<name>.json, .png")
     args = parser.parse_args(argv)
     if args.reps < 1 or args.profile_reps < 1:

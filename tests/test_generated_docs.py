@@ -7,14 +7,11 @@ committed JSON only: nothing trains.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import render_docs
+from helpers import ROOT
 
 
 def test_every_region_is_what_its_result_files_render() -> None:
@@ -100,7 +97,7 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
 
     contenders = {"single": row(260.0, 250.0, 270.0), "mc-scalarize-shared": row(265.0, 255.0, 275.0)}
     summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    folder = tmp_path / "multi_critic" / "lunar_groups"
+    folder = tmp_path / "campaigns" / "multi_critic" / "lunar_groups"
     folder.mkdir(parents=True)
     (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
@@ -117,8 +114,8 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
     def write(seeds: list[int]) -> None:
         contenders = {"ppo": row(-180.0, -200.0, -160.0, [0, 1, 2]), "xppo@a=1": row(-150.0, -155.0, -145.0, seeds)}
         summary = {"Pendulum-v1": dict(budget=100_000, threshold=-200.0, contenders=contenders)}
-        folder = tmp_path / "screen_x"
-        folder.mkdir(exist_ok=True)
+        folder = tmp_path / "campaigns" / "screen_x"
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
 
     screens = (
@@ -157,8 +154,10 @@ def test_a_confirmation_shows_once_its_ten_fresh_seeds_are_in(tmp_path: Path, mo
     def write(campaign: str, option: float, seeds: list[int], base_seeds: list[int]) -> None:
         contenders = {"ppo": row(100.0, base_seeds), "xppo@a=1": row(option, seeds)}
         summary = {"Hopper-v5": dict(budget=1_000_000, threshold=None, contenders=contenders)}
-        (tmp_path / campaign).mkdir(exist_ok=True)
-        (tmp_path / campaign / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+        (tmp_path / "campaigns" / campaign).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "campaigns" / campaign / "report.json").write_text(
+            json.dumps(dict(summary=summary, runs=[], question="q"))
+        )
 
     entry = ("Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)")
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
@@ -190,14 +189,18 @@ def test_envpool_equivalence_says_whether_the_cis_overlap(tmp_path: Path, monkey
 
     contenders = {"ppo": row(260.0, 250.0, 270.0), "ppo@vec_env='envpool'": row(240.0, 200.0, 255.0)}
     summary = {"LunarLander-v3": dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    (tmp_path / "envpool_equivalence").mkdir()
-    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+    (tmp_path / "campaigns" / "envpool_equivalence").mkdir(parents=True)
+    (tmp_path / "campaigns" / "envpool_equivalence" / "report.json").write_text(
+        json.dumps(dict(summary=summary, runs=[], question="q"))
+    )
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     text = render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
     assert "| LunarLander-v3 (1M, seeds 0-4) | 240.0 [200.0, 255.0] / 260.0 [250.0, 270.0] |" in text
     assert text.count("| overlap |") == 1 and "Hopper-v5 (EnvPool 0, gymnasium 0 of 5 seeds)" in text
     contenders["ppo@vec_env='envpool'"] = row(100.0, 90.0, 110.0)
-    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+    (tmp_path / "campaigns" / "envpool_equivalence" / "report.json").write_text(
+        json.dumps(dict(summary=summary, runs=[], question="q"))
+    )
     assert "apart (behind)" in render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
 
 
@@ -206,13 +209,14 @@ def test_pcgrad_worth_shows_each_env_once_both_sides_have_five_seeds(tmp_path: P
         return dict(seeds=seeds, final_iqm=iqm, final_iqm_ci=[iqm - 0.1, iqm + 0.1], curve_iqm=iqm, curve_iqm_ci=[iqm, iqm])
 
     campaign, env_id, with_pcgrad, without = render_docs.PCGRAD_CAMPAIGNS[0][:4]
-    folder = tmp_path / "multi_critic" / campaign
-    (folder / "runs").mkdir(parents=True)
-    (folder / "runs" / "a.json").write_text(json.dumps(dict(train_logs={"train/pcgrad_conflict_fraction": 0.25})))
+    folder = tmp_path / "campaigns" / "multi_critic" / campaign
+    folder.mkdir(parents=True)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.json").write_text(json.dumps(dict(train_logs={"train/pcgrad_conflict_fraction": 0.25})))
 
     def write(seeds: list[int]) -> None:
         contenders = {with_pcgrad: row(0.5, seeds), without: row(0.9, [0, 1, 2, 3, 4])}
-        runs = [dict(contender=with_pcgrad, file=f"{campaign}/runs/a.json")]
+        runs = [dict(contender=with_pcgrad, file="runs/a.json")]
         summary = {env_id: dict(budget=200_000, threshold=0.8, contenders=contenders)}
         (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=runs, question="q")))
 
@@ -235,8 +239,10 @@ def test_the_must_match_claim_is_the_plain_scalarize_mode_not_its_pcgrad_variant
     squared = "mc-scalarize-shared@group_value_weights='squared'"
     contenders = {"single": row(250.0), squared.replace("shared", "shared-pcgrad"): row(100.0), squared: row(252.0)}
     summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    (tmp_path / "multi_critic" / "lunar_groups").mkdir(parents=True)
-    (tmp_path / "multi_critic" / "lunar_groups" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[])))
+    (tmp_path / "campaigns" / "multi_critic" / "lunar_groups").mkdir(parents=True)
+    (tmp_path / "campaigns" / "multi_critic" / "lunar_groups" / "report.json").write_text(
+        json.dumps(dict(summary=summary, runs=[]))
+    )
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     assert render_docs.match_claim() == "level: 252.0 [247.0, 257.0] against one critic's 250.0 [245.0, 255.0]"
 
@@ -253,7 +259,8 @@ def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monke
         runs=dict(dagger=[run(0, 2048, False)], dagger_pretrain=[run(0, 1024, True)]),
         median_steps=dict(dagger=2048.0, dagger_pretrain=1024.0, dagger_pretrain_total=1536.0),
     )
-    (tmp_path / "distill_CartPole-v1_quick.json").write_text(json.dumps(data))
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "distill_CartPole-v1_quick.json").write_text(json.dumps(data))
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     text = render_docs.render_dagger_pretrain(ROOT / "docs" / "guide" / "dagger.md")
     assert "| 2,048 (2,048) | 1,024 (1,024) | 1,536 |" in text and "CartPole-v1: fewer steps with the warm-up" in text
@@ -274,7 +281,8 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
     assert render_docs.render_vec_env_speed(tmp_path) == "Pending: `python benchmarks/speed.py --contrib`."
     rows = [row("CartPole-v1", 1.4, 1.5, True), row("LunarLander-v3@lean", 1.7, 1.6, True)]
     rows.append(row("LunarLander-v3@envpool", 2.0, 2.5, False))
-    (tmp_path / "speed.json").write_text(json.dumps(dict(results=rows)))
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "speed.json").write_text(json.dumps(dict(results=rows)))
     table = render_docs.render_vec_env_speed(tmp_path).splitlines()
     assert table[2:4] == [
         "| LunarLander-v3, lean | 1.70x, 1.69x (1.71x) | 1.6x (met) | bit for bit |",
