@@ -56,12 +56,14 @@ seeds for every contender, in one run.
 - **Outputs**: the campaign's folder ``<out-dir>/campaigns/<name>/``: ``report.json`` (its question, command, provenance, the
   summary, and the runs it cites, named by env, contender, seed, cache key and file, not copied), ``report.md`` (the
   tables) and ``plot.png`` (eval curves, mean and min-max band over seeds, two panels a row), from the finished runs
-  among those asked for. ``benchmarks/render_docs.py`` renders the pages' tables from the ``report.json`` files.
+  among those asked for. ``benchmarks/render_docs.py`` renders the pages' tables from the ``report.json`` files;
+  ``--kind`` declares the claim of the pages the campaign answers (``harness.reports.KINDS``), which is how they find
+  it. ``--question`` and ``--kind`` are kept from the campaign's last report.
 - **Workers**: ``--workers N`` runs N trainings at once in a process pool, one torch thread each.
 
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
                                      [--budget-scale 1.0] [--workers 1] [--time-limit MINUTES] [--name NAME]
-                                     [--question TEXT] [--report-only] [--quick]
+                                     [--question TEXT] [--kind KIND] [--report-only] [--quick]
                                      [--stale exclude|rerun] [--unverified include|exclude]
        (--quick: CartPole-v1, 5k steps, one seed, ppo vs xppo: a smoke test of well under a minute)
 """
@@ -75,11 +77,12 @@ import torch as th
 from harness.contenders import expand_contenders, for_env
 from harness.layout import RESULTS
 from harness.reports import (
+    add_report_arguments,
     markdown,
     plot,
-    previous_question,
     provenance_note,
     provenance_record,
+    report_words,
     reproducing_command,
     summarize,
     write_report,
@@ -102,9 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="minutes after which no new run starts")
     parser.add_argument("--bootstrap-reps", type=int, default=5000)
     parser.add_argument(
-        "--name", default=None, help="the campaign: its report goes to <out-dir>/<name>/ (default: main/quick)"
+        "--name", default=None, help="the campaign: its report goes to <out-dir>/campaigns/<name>/ (default: main/quick)"
     )
-    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
+    add_report_arguments(parser)
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
     parser.add_argument("--quick", action="store_true", help="smoke test: CartPole-v1, 5k steps, seed 0, ppo vs xppo")
@@ -163,10 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarize(runs, contenders, args.bootstrap_reps)
     # the command that reproduces the outputs: --report-only writes the same ones from the cache
     command = reproducing_command("benchmarks/learning.py", sys.argv[1:] if argv is None else argv)
-    question = args.question or previous_question(args.out_dir, name)
-    table = markdown(summary, name, command, provenance, question)
+    words = report_words(args, args.out_dir, name)
+    table = markdown(summary, name, command, provenance, words["question"])
     report = dict(
-        question=question,
+        **words,
         command=command,
         args=vars(args),
         summary=summary,

@@ -46,7 +46,7 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
 
 usage: python benchmarks/multi_critic.py --campaign lunar|lunar-groups|styles [--contenders ...] [--seeds 0 1 2 3 4]
                                          [--budget-scale 1.0] [--workers N] [--quick]
-                                         [--name N] [--question TEXT] [--report-only]
+                                         [--name N] [--question TEXT] [--kind KIND] [--report-only]
        (--quick: the campaign's pipeline at 2% of the budget, seeds 0 1, three contenders: a smoke test)
        python benchmarks/multi_critic.py --campaign lunar|styles --clip-ab ROLLOUTS  (the gradient-clipping A/B)
 """
@@ -72,11 +72,12 @@ from harness.contenders import SCHEDULE_KEYS, ZOO_ENV_KEYS, Contender, parse_con
 from harness.layout import RESULTS, campaign_dir, run_cache
 from harness.provenance import code_record
 from harness.reports import (
+    add_report_arguments,
     plot,
-    previous_question,
     provenance_note,
     provenance_record,
     report_header,
+    report_words,
     reproducing_command,
     summarize,
     write_report,
@@ -117,16 +118,26 @@ class Campaign:
     threshold: float
     #: score each style on its own (the styles campaign)
     per_style: bool = False
+    #: its name in the pages' tables (the clip A/B's columns)
+    label: str = ""
 
 
 CAMPAIGNS = {
     "lunar": Campaign(
-        "mo-lunar-lander-v3", ("outcome", "shaping", "main_engine", "side_engine"), (1.0, 1.0, 0.3, 0.03), 200.0
+        "mo-lunar-lander-v3",
+        ("outcome", "shaping", "main_engine", "side_engine"),
+        (1.0, 1.0, 0.3, 0.03),
+        200.0,
+        label="mo-lunar-lander",
     ),
-    "styles": Campaign(TWO_STYLE_PENDULUM_ID, tuple(STYLE_NAMES), (1.0, 1.0), 0.8, per_style=True),
+    "styles": Campaign(TWO_STYLE_PENDULUM_ID, tuple(STYLE_NAMES), (1.0, 1.0), 0.8, per_style=True, label="styles"),
     # LunarLander-v3 itself, its reward's four terms in the info (the terminal step's outcome alone, as LunarLander-v3)
     "lunar-groups": Campaign(
-        LUNAR_LANDER_GROUPS_ID, tuple(LUNAR_LANDER_GROUP_NAMES), tuple(LUNAR_LANDER_GROUP_WEIGHTS), 200.0
+        LUNAR_LANDER_GROUPS_ID,
+        tuple(LUNAR_LANDER_GROUP_NAMES),
+        tuple(LUNAR_LANDER_GROUP_WEIGHTS),
+        200.0,
+        label="LunarLanderGroups",
     ),
 }
 MODES = {
@@ -545,7 +556,8 @@ def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[Mul
     path = os.path.join(campaign_dir(args.out_dir, f"{FOLDER}/{args.campaign}"), "clip_ab.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(dict(command=reproducing_command("benchmarks/multi_critic.py", sys.argv[1:]), results=results), f, indent=1)
+        command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:])
+        json.dump(dict(label=campaign.label, command=command, results=results), f, indent=1)
     print(f"wrote {path}")
 
 
@@ -570,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="the report's folder in campaigns/multi_critic/ (default: the campaign)",
     )
-    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
+    add_report_arguments(parser)
     parser.add_argument("--quick", action="store_true", help="smoke test: 2%% of the budget, seeds 0 1, 3 contenders")
     parser.add_argument("--stale", choices=("exclude", "rerun"), default="exclude", help="as learning.py's")
     parser.add_argument("--unverified", choices=("include", "exclude"), default="include", help="as learning.py's")
@@ -634,9 +646,9 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarize(runs, contenders, args.bootstrap_reps)
     command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:] if argv is None else argv)
     name = (args.name or args.campaign) + ("_quick" if args.quick else "")
-    question = args.question or previous_question(args.out_dir, f"{FOLDER}/{name}")
-    table = markdown(name, campaign, summary, runs, command, references, provenance, question)
-    report = dict(question=question, command=command, args=vars(args), summary=summary, references=references, runs=runs,
+    words = report_words(args, args.out_dir, f"{FOLDER}/{name}")
+    table = markdown(name, campaign, summary, runs, command, references, provenance, words["question"])
+    report = dict(**words, command=command, args=vars(args), summary=summary, references=references, runs=runs,
                   provenance=provenance_record(status, provenance))  # fmt: skip
     write_report(args.out_dir, f"{FOLDER}/{name}", report, table, lambda path: plot(runs, summary, contenders, path))
     print(table)

@@ -1,5 +1,6 @@
 """The side-by-side learning benchmark (benchmarks/learning.py): contender names, rl-zoo3 setup, cache, end to end."""
 
+import argparse
 import glob
 import json
 import os
@@ -440,3 +441,17 @@ def test_vec_env_override_keeps_the_other_cache_keys():
     assert envpool.key() != ppo.key() and envpool.contender.kwargs == {"vec_env": "envpool"}
     with pytest.raises(ValueError, match=r"bad override .*vec_env is one of \('lean', 'dummy', 'subproc', 'envpool'"):
         harness.contenders.parse_contender("ppo@vec_env='pool'")
+
+
+def test_a_report_keeps_its_question_and_kind(tmp_path):
+    """--question and --kind state what a campaign is; a rewrite without them keeps the last report's."""
+    out = str(tmp_path)
+    args = argparse.Namespace(question="q?", kind="screen")
+    assert harness.reports.report_words(args, out, "c") == dict(question="q?", kind="screen")
+    os.makedirs(os.path.dirname(harness.reports.campaign_files(out, "c")["json"]))
+    with open(harness.reports.campaign_files(out, "c")["json"], "w") as f:
+        json.dump(dict(question="q?", kind="screen"), f)
+    assert harness.reports.report_words(argparse.Namespace(question="", kind=None), out, "c") == dict(
+        question="q?", kind="screen"
+    )
+    assert harness.reports.report_words(argparse.Namespace(question="", kind=None), out, "new") == dict(question="")

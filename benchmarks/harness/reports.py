@@ -5,6 +5,7 @@ A campaign's report: statistics over seeds (rliable's IQM with a 95% stratified-
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -15,6 +16,10 @@ import numpy as np
 
 from harness.contenders import Contender
 from harness.layout import campaign_dir
+
+#: What a campaign's report may declare it is (its ``kind``): the claim of the pages it answers, by which
+#: ``benchmarks/render_docs.py`` finds it (:mod:`harness.regions.results` says what each means)
+KINDS = ("recommended", "defaults", "zoo-entries", "screen", "option-confirmation", "envpool-equivalence", "must-win")
 
 
 def provenance_note(status: dict[str, list[dict[str, Any]]], unverified_included: bool) -> str:
@@ -253,8 +258,8 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], contenders: list[C
 
 # flags that change when and how often runs start, or the report's words, never what a finished run or a table holds;
 # the ones with a value
-_SCHEDULING_FLAGS = ("--report-only", "--time-limit", "--question")
-_WITH_VALUE = ("--time-limit", "--question")
+_SCHEDULING_FLAGS = ("--report-only", "--time-limit", "--question", "--kind")
+_WITH_VALUE = ("--time-limit", "--question", "--kind")
 
 
 def shell_quote(arg: str) -> str:
@@ -268,8 +273,8 @@ def reproducing_command(script: str, argv: list[str]) -> str:
     """
     The command that writes the same outputs as ``argv`` from the run cache, for the report's heading.
 
-    ``--report-only``, ``--time-limit`` and ``--question`` (with their values) are left out: a campaign run in several
-    sittings, each with its own limit, is one command.
+    ``--report-only``, ``--time-limit``, ``--question`` and ``--kind`` (with their values) are left out: a campaign run
+    in several sittings, each with its own limit, is one command.
     """
     kept, skip_value = [], False
     for arg in argv:
@@ -282,10 +287,31 @@ def reproducing_command(script: str, argv: list[str]) -> str:
     return f"python {script} " + " ".join(shell_quote(arg) for arg in kept)
 
 
-def previous_question(out_dir: str, name: str) -> str:
-    """The question the campaign's last report.json states ("" when it has none), so a rewrite keeps it."""
+def previous_report(out_dir: str, name: str) -> dict[str, Any]:
+    """The campaign's last report.json (empty when none), so that a rewrite keeps what it states: question, kind."""
     path = campaign_files(out_dir, name)["json"]
     if not os.path.exists(path):
-        return ""
+        return {}
     with open(path) as f:
-        return json.load(f).get("question", "")
+        return json.load(f)
+
+
+def report_words(args: argparse.Namespace, out_dir: str, name: str) -> dict[str, Any]:
+    """
+    What a campaign's report states besides its numbers: its ``question`` and, where it has one, its ``kind``, each
+    from ``args`` (``--question``, ``--kind``) or else from the campaign's last report.
+    """
+    previous = previous_report(out_dir, name)
+    kind = args.kind or previous.get("kind")
+    return dict(question=args.question or previous.get("question", ""), **({"kind": kind} if kind else {}))
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--question`` and ``--kind``: what the campaign asks, and the claim of the pages it answers."""
+    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=None,
+        help="the claim of the pages the campaign answers, for benchmarks/render_docs.py (kept from the last report)",
+    )
