@@ -27,7 +27,6 @@ usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--pp
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch as th
 import yaml
-from harness.layout import RESULTS, single_file
+from harness.layout import RESULTS, single_file, write_result
 from harness.provenance import code_record
 from rl_zoo3.utils import linear_schedule
 from stable_baselines3 import PPO
@@ -327,10 +326,7 @@ def main() -> None:
         )
     suffix = f"_{args.name}" if args.name else "_quick" if args.quick else ""
     stem = single_file(f"distill_{args.env}{suffix}")
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
-    with open(stem + ".json", "w") as file:
-        json.dump(summary, file, indent=2)
-    print(f"wrote {stem}.json")
+    write_result(stem + ".json", summary, indent=2)
     plot(results, threshold, args.env, args.pretrain_steps, stem)
 
 

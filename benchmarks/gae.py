@@ -13,15 +13,13 @@ usage: python benchmarks/gae.py [--reps 20] [--threads 1]
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from harness.layout import single_file
+from harness.layout import single_file, write_result
 from harness.provenance import code_record
 from stable_baselines3.common.buffers import RolloutBuffer
 
@@ -123,10 +121,7 @@ def main() -> None:
             f"{n_steps:>8} x {n_envs:<7} {t_sb3 * 1e3:9.3f} {t_buffer * 1e3:10.3f} {t_sb3 / t_buffer:8.1f}x {exact!s:>6} "
             f"{t_ours * 1e3:12.3f} {t_sb3 / t_ours:8.1f}x {diff:11.2e}"
         )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(threads=args.threads, code=code_record(), torch=th.__version__, rows=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_result(args.out, dict(threads=args.threads, code=code_record(), torch=th.__version__, rows=rows), indent=2)
 
 
 if __name__ == "__main__":

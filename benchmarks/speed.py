@@ -415,6 +415,18 @@ def params_difference(a: dict[str, th.Tensor], b: dict[str, th.Tensor]) -> tuple
     return exact, diff
 
 
+def throughput(runs: dict[str, list[Run]]) -> dict[str, dict[str, float]]:
+    """Per name: the best and the median env-steps/s of its runs, and the best on CPU time."""
+    return {
+        name: dict(
+            best=max(r.steps_per_s for r in rs),
+            median=statistics.median(r.steps_per_s for r in rs),
+            cpu_best=max(r.steps / r.cpu_seconds for r in rs),
+        )
+        for name, rs in runs.items()
+    }
+
+
 def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool, diff: float) -> dict[str, Any]:
     """
     Speeds, ratios and breakdown of one env.
@@ -429,14 +441,7 @@ def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool
     by_name: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_name[run.name].append(run)
-    speed = {
-        name: dict(
-            best=max(r.steps_per_s for r in rs),
-            median=statistics.median(r.steps_per_s for r in rs),
-            cpu_best=max(r.steps / r.cpu_seconds for r in rs),
-        )
-        for name, rs in by_name.items()
-    }
+    speed = throughput(by_name)
     pairs = list(zip(by_name["PPO"], by_name["XPPO"], strict=True))
     assert all(p.rep == x.rep for p, x in pairs)
     breakdown: dict[str, dict[str, Any]] = {}
@@ -573,14 +578,7 @@ def benchmark_contrib(
                 runs[key].append(Run(key, rep, steps, time.perf_counter() - start, time.process_time() - start_cpu))
                 params.setdefault(key, {k: v.detach().clone() for k, v in model.policy.state_dict().items()})
                 env.close()
-        speed = {
-            key: dict(
-                best=max(r.steps_per_s for r in rs),
-                median=statistics.median(r.steps_per_s for r in rs),
-                cpu_best=max(r.steps / r.cpu_seconds for r in rs),
-            )
-            for key, rs in runs.items()
-        }
+        speed = throughput(runs)
         pairs = list(zip(runs["parent"], runs["XPPO"], strict=True))
         exact, diff = params_difference(params["parent"], params["XPPO"])
         results.append(

@@ -23,7 +23,6 @@ usage: python benchmarks/train_cli.py [--env LunarLander-v3] [--steps 131072] [-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -35,7 +34,7 @@ from typing import Any
 
 import rl_zoo3
 import torch as th
-from harness.layout import single_file
+from harness.layout import single_file, write_result
 from harness.provenance import code_record
 from stable_baselines3 import PPO
 
@@ -138,10 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = dict(
         command=" ".join(["python benchmarks/train_cli.py", *(sys.argv[1:] if argv is None else argv)]), code=code, **row
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
-    print(f"wrote {args.out}")
+    write_result(args.out, record)
     return record
 
 

@@ -37,8 +37,6 @@ import argparse
 import cProfile
 import gc
 import io
-import json
-import os
 import platform
 import pstats
 import statistics
@@ -50,7 +48,7 @@ import gymnasium as gym
 import numpy as np
 import stable_baselines3
 import torch as th
-from harness.layout import single_file
+from harness.layout import single_file, write_result
 from harness.provenance import code_record
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
@@ -273,10 +271,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         record["profile"], record["profile_env_share"] = profile["table"], profile["env_share"]
         print(profile["table"])
         print(f"{env_id}'s own step and reset: {profile['env_share']:.0%} of the lean run's time")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
-    print(f"wrote {args.out}")
+    write_result(args.out, record)
     return record
 
 

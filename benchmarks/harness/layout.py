@@ -10,7 +10,9 @@ Where the benchmarks' results go, by kind, under ``benchmarks/results/``:
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 #: ``benchmarks/``
 BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,3 +37,11 @@ def single_file(name: str, results: str = RESULTS) -> str:
 def run_cache(results: str) -> str:
     """The run cache under ``results``."""
     return os.path.join(results, RUNS)
+
+
+def write_result(path: str, record: dict[str, Any], indent: int = 1) -> None:
+    """Write a single benchmark's result file ``path`` (its folder made), and say so."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(record, f, indent=indent)
+    print(f"wrote {path}")
