@@ -17,7 +17,7 @@ The teacher's own training is never counted in a student's steps.
 
 Both are evaluated (deterministic, ``--eval-episodes`` episodes) every few thousand steps by SB3's
 ``EvalCallback`` and stop at the first evaluation >= the threshold (``R - 0.05 |R|``), or at ``--max-steps``.
-Prints a table and writes ``benchmarks/results/distill_<env>.json`` and a PNG of the learning curves.
+Prints a table and writes ``benchmarks/results/single/distill_<env>.json`` and a PNG of the learning curves.
 
 usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--ppo-seeds 0] [--pretrain-steps 64]
                                    [--name NAME] [--quick]
@@ -27,9 +27,7 @@ usage: python benchmarks/distill.py [--env LunarLander-v3] [--seeds 0 1 2] [--pp
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 import time
 from typing import Any
@@ -37,6 +35,8 @@ from typing import Any
 import numpy as np
 import torch as th
 import yaml
+from harness.layout import RESULTS, single_file, write_result
+from harness.provenance import code_record
 from rl_zoo3.utils import linear_schedule
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback, StopTrainingOnRewardThreshold
@@ -45,12 +45,6 @@ from stable_baselines3.common.evaluation import evaluate_policy
 
 from sb3_xppo import DaggerCallback
 
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path: provenance.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from provenance import code_record  # noqa: E402
-
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # Steps between evaluations (DAgger student, PPO from scratch) and the step budget, per env
 SCHEDULE = {
     "LunarLander-v3": dict(dagger_eval=4_096, ppo_eval=32_768, max_steps=2_000_000),
@@ -330,12 +324,9 @@ def main() -> None:
             dagger_pretrain=median(results["dagger_pretrain"]),
             dagger_pretrain_total=median(results["dagger_pretrain"], warm_up_steps),
         )
-    os.makedirs(RESULTS, exist_ok=True)
     suffix = f"_{args.name}" if args.name else "_quick" if args.quick else ""
-    stem = os.path.join(RESULTS, f"distill_{args.env}{suffix}")
-    with open(stem + ".json", "w") as file:
-        json.dump(summary, file, indent=2)
-    print(f"wrote {stem}.json")
+    stem = single_file(f"distill_{args.env}{suffix}")
+    write_result(stem + ".json", summary, indent=2)
     plot(results, threshold, args.env, args.pretrain_steps, stem)
 
 

@@ -5,7 +5,7 @@ For each ``(n_steps, n_envs)`` size the three compute GAE from the same rewards,
 bootstrap: SB3's loop, ``XPPORolloutBuffer.compute_returns_and_advantage`` (the "buffer" columns: its results must
 equal SB3's bit for bit) and ``calc_gae`` (chunked scan, equal to 1e-5). The timings are interleaved in one process
 and the minimum over repetitions is kept (this machine is noisy). Prints a table and writes
-``benchmarks/results/gae.json``.
+``benchmarks/results/single/gae.json``.
 
 usage: python benchmarks/gae.py [--reps 20] [--threads 1]
 """
@@ -13,24 +13,18 @@ usage: python benchmarks/gae.py [--reps 20] [--threads 1]
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from harness.layout import single_file, write_result
+from harness.provenance import code_record
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo import calc_gae
 from sb3_xppo.common.buffers import XPPORolloutBuffer
-
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from provenance import code_record  # noqa: E402
 
 SIZES = ((2048, 1), (128, 8), (512, 16), (1024, 16), (1024, 32), (2048, 64), (4096, 64), (2048, 256))
 GAMMA, LAM = 0.99, 0.95
@@ -73,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gae.json"))
+    parser.add_argument("--out", default=single_file("gae.json"))
     args = parser.parse_args()
     th.set_num_threads(args.threads)
 
@@ -127,10 +121,7 @@ def main() -> None:
             f"{n_steps:>8} x {n_envs:<7} {t_sb3 * 1e3:9.3f} {t_buffer * 1e3:10.3f} {t_sb3 / t_buffer:8.1f}x {exact!s:>6} "
             f"{t_ours * 1e3:12.3f} {t_sb3 / t_ours:8.1f}x {diff:11.2e}"
         )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(threads=args.threads, code=code_record(), torch=th.__version__, rows=rows), f, indent=2)
-    print(f"wrote {args.out}")
+    write_result(args.out, dict(threads=args.threads, code=code_record(), torch=th.__version__, rows=rows), indent=2)
 
 
 if __name__ == "__main__":

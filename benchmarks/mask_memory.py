@@ -13,12 +13,12 @@ that end the episode).
 - **Metrics**: the final deterministic evaluation (``--final-episodes`` episodes, each contender evaluated as it was
   trained: with masks for the maskable ones, :func:`sb3_xppo.ppo_mask_recurrent.evaluate_policy` carrying the LSTM
   state), its mean per seed, IQM over seeds with a 95% stratified-bootstrap CI (rliable, the helpers of
-  ``benchmarks/learning.py``); the share of final episodes that reached the cued goal; eval curves.
-- **Cache and provenance**: one JSON per run under ``<out-dir>/mask_memory/runs/<contender>/seed<k>.json`` with a key
-  of its configuration, the code that made it and its behavioural fingerprint (``benchmarks/provenance.py``); a run
-  whose key matches is not run again, and a report leaves out runs whose fingerprint today's code no longer gives
-  (``--stale rerun`` runs them again).
-- **Outputs**: ``<out-dir>/mask_memory/report.json``, ``report.md``, ``plot.png`` and ``table.md`` (the table alone,
+  ``benchmarks/harness/``); the share of final episodes that reached the cued goal; eval curves.
+- **Cache and provenance**: one JSON per run in the run cache, ``<out-dir>/runs/<env>_<budget>/<contender>/seed<k>.json``,
+  with a key of its configuration, the code that made it and its behavioural fingerprint
+  (``benchmarks/harness/provenance.py``); a run whose key matches is not run again, and a report leaves out runs
+  whose fingerprint today's code no longer gives (``--stale rerun`` runs them again).
+- **Outputs**: ``<out-dir>/campaigns/mask_memory/report.json``, ``report.md``, ``plot.png`` and ``table.md`` (the table alone,
   which docs/guide/contrib.md includes).
 
 usage: python benchmarks/mask_memory.py [--seeds 0 1 2 3 4] [--budget 16384] [--workers 2] [--report-only]
@@ -42,6 +42,18 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from harness.layout import RESULTS, campaign_dir, run_cache
+from harness.provenance import behaviour_fingerprint, code_record
+from harness.reports import (
+    final_return_row,
+    iqm_with_ci,
+    provenance_note,
+    provenance_record,
+    report_header,
+    reproducing_command,
+    write_report,
+)
+from harness.runs import init_worker, save_run
 from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_maskable
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -51,23 +63,6 @@ from sb3_xppo import MaskableRecurrentXPPO, MaskableXPPO, RecurrentXPPO
 from sb3_xppo.envs import MEMORY_MAZE_ID
 from sb3_xppo.ppo_mask_recurrent import evaluate_policy as evaluate_masked_recurrent
 
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py and provenance.py are its siblings
-    sys.path.insert(0, BENCHMARKS)
-from learning import (  # noqa: E402
-    _init_worker,
-    final_return_row,
-    iqm_with_ci,
-    provenance_note,
-    provenance_record,
-    report_header,
-    reproducing_command,
-    save_run,
-    write_report,
-)
-from provenance import behaviour_fingerprint, code_record  # noqa: E402
-
-RESULTS = os.path.join(BENCHMARKS, "results")
 CAMPAIGN = "mask_memory"
 RUN_FORMAT = 1
 #: What every contender trains with
@@ -115,8 +110,11 @@ def task_key(contender: str, seed: int, budget: int, n_evals: int, eval_episodes
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_path(out_dir: str, contender: str, seed: int) -> str:
-    return os.path.join(out_dir, CAMPAIGN, "runs", contender, f"seed{seed}.json")
+def run_path(out_dir: str, task: dict[str, Any]) -> str:
+    """The file of ``task``'s run in the run cache under ``out_dir``."""
+    return os.path.join(
+        run_cache(out_dir), f"{MEMORY_MAZE_ID}_{task['budget']}", task["contender"], f"seed{task['seed']}.json"
+    )
 
 
 def build(contender: str, seed: int) -> Any:
@@ -198,7 +196,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 
 def load_run(task: dict[str, Any], out_dir: str) -> dict[str, Any] | None:
     """The cached run of ``task`` (its key must match), or None."""
-    path = run_path(out_dir, task["contender"], task["seed"])
+    path = run_path(out_dir, task)
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -212,7 +210,7 @@ def run_all(tasks: list[dict[str, Any]], out_dir: str, workers: int, rerun: froz
     print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
 
     def report(task: dict[str, Any], run: dict[str, Any]) -> None:
-        save_run(run, run_path(out_dir, task["contender"], task["seed"]))
+        save_run(run, run_path(out_dir, task))
         print(
             f"[{time.strftime('%H:%M:%S')}] {task['contender']} seed {task['seed']}: final {run['final_mean']:.2f}, "
             f"success {run['final_success']:.0%}, {run['learn_seconds']:.0f}s",
@@ -223,7 +221,7 @@ def run_all(tasks: list[dict[str, Any]], out_dir: str, workers: int, rerun: froz
         for task in todo:
             report(task, run_task(task))
         return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         for done in as_completed(futures):
             report(futures[done], done.result())
@@ -376,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     report = dict(question=question, command=command, args=vars(args), summary=summary, runs=runs)
     report["provenance"] = provenance_record(status, provenance)
     write_report(args.out_dir, CAMPAIGN, report, markdown + "\n" + body, lambda path: plot(runs, summary, path))
-    with open(os.path.join(args.out_dir, CAMPAIGN, "table.md"), "w") as f:
+    with open(os.path.join(campaign_dir(args.out_dir, CAMPAIGN), "table.md"), "w") as f:
         f.write(body)
     print(markdown + "\n" + body)
 

@@ -1,6 +1,6 @@
 """
 Multi-critic evidence (issue 13): every multi-critic mode against the single critic, at rl-zoo3's own PPO
-hyperparameters, the same seeds for every contender, with the machinery of ``benchmarks/learning.py`` (rl-zoo3 setup,
+hyperparameters, the same seeds for every contender, with the machinery of ``benchmarks/harness/`` (rl-zoo3 setup,
 per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a block of docs/guide/benchmarks.md).
 
 - **Campaigns** (``--campaign``):
@@ -39,14 +39,14 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
   before clipping and the clip coefficients (``grad_clip_coef``: what ``max_grad_norm`` over actor + critics applied;
   ``grad_clip_coef_actor_alone``: what the actor's gradient alone would get), each group's advantage scale and
   effective weight, the value losses, and with ``-pcgrad`` the share of pairs of groups whose gradients conflicted.
-- **Outputs**: the campaign's folder ``<out-dir>/<campaign>/`` (``--name N``: ``<out-dir>/N/``) with ``report.json``,
-  ``report.md`` and ``plot.png``, as ``benchmarks/learning.py`` writes them; ``benchmarks/render_docs.py`` renders the
-  pages' tables from ``report.json``. Runs are cached under ``<out-dir>/learning_runs/`` (``--report-only`` reports
-  from the cache).
+- **Outputs**: the campaign's folder ``<out-dir>/campaigns/multi_critic/<campaign>/`` (``--name N``: ``.../N/``) with
+  ``report.json``, ``report.md`` and ``plot.png``, as ``benchmarks/learning.py`` writes them;
+  ``benchmarks/render_docs.py`` renders the pages' tables from ``report.json``. Runs are cached in the run cache
+  ``<out-dir>/runs/`` (``--report-only`` reports from the cache).
 
 usage: python benchmarks/multi_critic.py --campaign lunar|lunar-groups|styles [--contenders ...] [--seeds 0 1 2 3 4]
                                          [--budget-scale 1.0] [--workers N] [--quick]
-                                         [--name N] [--question TEXT] [--report-only]
+                                         [--name N] [--question TEXT] [--kind KIND] [--report-only]
        (--quick: the campaign's pipeline at 2% of the budget, seeds 0 1, three contenders: a smoke test)
        python benchmarks/multi_critic.py --campaign lunar|styles --clip-ab ROLLOUTS  (the gradient-clipping A/B)
 """
@@ -68,36 +68,26 @@ from typing import Any
 import mo_gymnasium  # noqa: F401  (registers mo-lunar-lander-v3)
 import numpy as np
 import torch as th
+from harness.contenders import SCHEDULE_KEYS, ZOO_ENV_KEYS, Contender, parse_contender
+from harness.layout import RESULTS, campaign_dir, run_cache
+from harness.provenance import code_record
+from harness.reports import (
+    add_report_arguments,
+    plot,
+    provenance_note,
+    provenance_record,
+    report_header,
+    report_words,
+    reproducing_command,
+    summarize,
+    write_report,
+)
+from harness.runs import Task, fingerprint, load_cached, run_all, verify_runs
+from harness.zoo import zoo_entry_of, zoo_setup
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# the benchmark machinery of learning.py, next to this file
-from learning import (
-    RESULTS,
-    SCHEDULE_KEYS,
-    ZOO_ENV_KEYS,
-    Contender,
-    Task,
-    fingerprint,
-    load_cached,
-    parse_contender,
-    plot,
-    previous_question,
-    provenance_note,
-    provenance_record,
-    report_header,
-    reproducing_command,
-    run_all,
-    summarize,
-    verify_runs,
-    write_report,
-    zoo_entry_of,
-    zoo_setup,
-)
-from provenance import code_record
 
 import sb3_xppo.envs  # noqa: F401  (registers sb3_xppo/TwoStylePendulum-v0)
 from sb3_xppo import XPPO
@@ -111,7 +101,8 @@ from sb3_xppo.envs import (
 )
 
 CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_critic.yml")
-OUT_DIR = os.path.join(RESULTS, "multi_critic")
+#: The folder of the multi-critic campaigns under ``campaigns/``
+FOLDER = "multi_critic"
 #: Part of every run's cache key: bump it when a change to ``run_multi_critic`` makes cached runs incomparable
 RUN_FORMAT = 1
 
@@ -127,16 +118,26 @@ class Campaign:
     threshold: float
     #: score each style on its own (the styles campaign)
     per_style: bool = False
+    #: its name in the pages' tables (the clip A/B's columns)
+    label: str = ""
 
 
 CAMPAIGNS = {
     "lunar": Campaign(
-        "mo-lunar-lander-v3", ("outcome", "shaping", "main_engine", "side_engine"), (1.0, 1.0, 0.3, 0.03), 200.0
+        "mo-lunar-lander-v3",
+        ("outcome", "shaping", "main_engine", "side_engine"),
+        (1.0, 1.0, 0.3, 0.03),
+        200.0,
+        label="mo-lunar-lander",
     ),
-    "styles": Campaign(TWO_STYLE_PENDULUM_ID, tuple(STYLE_NAMES), (1.0, 1.0), 0.8, per_style=True),
+    "styles": Campaign(TWO_STYLE_PENDULUM_ID, tuple(STYLE_NAMES), (1.0, 1.0), 0.8, per_style=True, label="styles"),
     # LunarLander-v3 itself, its reward's four terms in the info (the terminal step's outcome alone, as LunarLander-v3)
     "lunar-groups": Campaign(
-        LUNAR_LANDER_GROUPS_ID, tuple(LUNAR_LANDER_GROUP_NAMES), tuple(LUNAR_LANDER_GROUP_WEIGHTS), 200.0
+        LUNAR_LANDER_GROUPS_ID,
+        tuple(LUNAR_LANDER_GROUP_NAMES),
+        tuple(LUNAR_LANDER_GROUP_WEIGHTS),
+        200.0,
+        label="LunarLanderGroups",
     ),
 }
 MODES = {
@@ -540,7 +541,7 @@ def markdown(name: str, campaign: Campaign, summary: dict[str, Any], runs: list[
 
 
 def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[MultiCriticTask]) -> None:
-    """Run :func:`clip_ab` for each task, print its table and write ``<out-dir>/<campaign>/clip_ab.json``."""
+    """Run :func:`clip_ab` for each task, print its table and write ``clip_ab.json`` in the campaign's folder."""
     print(f"{campaign.env_id}, seed {tasks[0].seed}: one train() call, the same state and rollout, clipped two ways")
     print("| contender | steps | actor step joint / apart | approx_kl joint / apart | clip coef joint / actor alone |")
     print("| --- | --- | --- | --- | --- |")
@@ -552,11 +553,11 @@ def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[Mul
             print(f"| {task.contender.name} | {row['steps']:,} | {joint['actor_step']:.3f} / {apart['actor_step']:.3f} | "
                   f"{joint['approx_kl']:.5f} / {apart['approx_kl']:.5f} | {joint['grad_clip_coef']:.3f} / "
                   f"{joint['grad_clip_coef_actor_alone']:.3f} |", flush=True)  # fmt: skip
-    os.makedirs(args.out_dir, exist_ok=True)
-    path = os.path.join(args.out_dir, args.campaign, "clip_ab.json")
+    path = os.path.join(campaign_dir(args.out_dir, f"{FOLDER}/{args.campaign}"), "clip_ab.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(dict(command=reproducing_command("benchmarks/multi_critic.py", sys.argv[1:]), results=results), f, indent=1)
+        command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:])
+        json.dump(dict(label=campaign.label, command=command, results=results), f, indent=1)
     print(f"wrote {path}")
 
 
@@ -574,10 +575,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=None, help="minutes after which no new run starts")
     parser.add_argument("--bootstrap-reps", type=int, default=5000)
-    parser.add_argument("--out-dir", default=OUT_DIR)
+    parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="write the outputs from cached runs, run nothing")
-    parser.add_argument("--name", default=None, help="the report's folder under --out-dir (default: the campaign's name)")
-    parser.add_argument("--question", default="", help="what the campaign asks, for its report (kept from the last report)")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the report's folder in campaigns/multi_critic/ (default: the campaign)",
+    )
+    add_report_arguments(parser)
     parser.add_argument("--quick", action="store_true", help="smoke test: 2%% of the budget, seeds 0 1, 3 contenders")
     parser.add_argument("--stale", choices=("exclude", "rerun"), default="exclude", help="as learning.py's")
     parser.add_argument("--unverified", choices=("include", "exclude"), default="include", help="as learning.py's")
@@ -636,16 +641,16 @@ def main(argv: list[str] | None = None) -> None:
         if not all(expert_runs.values()):
             print("the single-style experts have not finished: no score yet")
             return
-        random = random_returns(campaign.env_id, args.random_episodes, args.out_dir)
+        random = random_returns(campaign.env_id, args.random_episodes, run_cache(args.out_dir))
         runs, references = score_style_runs(runs, expert_runs, random, campaign.threshold)
     summary = summarize(runs, contenders, args.bootstrap_reps)
     command = reproducing_command("benchmarks/multi_critic.py", sys.argv[1:] if argv is None else argv)
     name = (args.name or args.campaign) + ("_quick" if args.quick else "")
-    question = args.question or previous_question(args.out_dir, name)
-    table = markdown(name, campaign, summary, runs, command, references, provenance, question)
-    report = dict(question=question, command=command, args=vars(args), summary=summary, references=references, runs=runs,
+    words = report_words(args, args.out_dir, f"{FOLDER}/{name}")
+    table = markdown(name, campaign, summary, runs, command, references, provenance, words["question"])
+    report = dict(**words, command=command, args=vars(args), summary=summary, references=references, runs=runs,
                   provenance=provenance_record(status, provenance))  # fmt: skip
-    write_report(args.out_dir, name, report, table, lambda path: plot(runs, summary, contenders, path))
+    write_report(args.out_dir, f"{FOLDER}/{name}", report, table, lambda path: plot(runs, summary, contenders, path))
     print(table)
 
 

@@ -6,7 +6,7 @@ starting weights and optimizer state, and the same minibatch permutation seed, s
 work on the same data. The variants are interleaved in one process (machine noise hits all alike) and the
 minimum over repetitions is kept (wall time; beside it the CPU-time ratio, and the median over repetitions of
 the ratio to PPO's time in the same repetition, which is robust to bursts of load). Prints a table and writes
-``benchmarks/results/overhead.json``.
+``benchmarks/results/single/overhead.json``.
 
 A variant that needs its own rollout layout (e.g. multi-critic, several reward groups) supplies ``make_buffer``,
 built from the shared PPO rollout, and is added in ``variants()``.
@@ -26,7 +26,6 @@ import copy
 import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,17 +33,14 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from harness.layout import single_file
+from harness.provenance import code_record
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 
 from sb3_xppo import XPPO
-
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from provenance import code_record  # noqa: E402
 
 # Multi-critic variants: the shared rollout's reward and value split into four groups, in these shares
 GROUP_SHARES = np.array([0.4, 0.3, 0.2, 0.1], dtype=np.float32)
@@ -266,7 +262,7 @@ def main() -> None:
     parser.add_argument("--learn-reps", type=int, default=6)
     parser.add_argument("--no-contrib", dest="contrib", action="store_false", help="skip MaskableXPPO/RecurrentXPPO rows")
     parser.add_argument("--only", default=None, help="only PPO, XPPO clip and the variants whose name contains this")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "overhead.json"))
+    parser.add_argument("--out", default=single_file("overhead.json"))
     args = parser.parse_args()
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, got {args.reps}")

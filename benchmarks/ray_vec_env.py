@@ -10,7 +10,7 @@ instance), on a slow simulator and on a fast one.
   the model built outside the timing; ``XPPO("MlpPolicy", env).learn(timesteps)`` timed on the wall clock
   (rollouts of 512 env-steps, 2 epochs of minibatches of 128, one torch thread). ``--reps`` repetitions, the
   backends' order alternating; reported: the best env-steps/s of each.
-- **Outputs**: a printed table and ``benchmarks/results/ray_vec_env.json``, with the machine's cores and load
+- **Outputs**: a printed table and ``benchmarks/results/single/ray_vec_env.json``, with the machine's cores and load
   average; ``python benchmarks/render_docs.py`` writes its table into ``docs/guide/vec_env.md``.
 
 usage: python benchmarks/ray_vec_env.py [--envs sleep2ms LunarLander-v3] [--n-envs 1 2 4] [--timesteps 2048]
@@ -37,18 +37,14 @@ import gymnasium as gym
 import ray
 import stable_baselines3
 import torch as th
+from harness.layout import single_file
+from harness.provenance import code_record
 from stable_baselines3.common.vec_env import VecEnv
 
 import sb3_xppo
 from sb3_xppo import XPPO
 from sb3_xppo.vec_env import make_vec_env
 
-BENCHMARKS = Path(__file__).resolve().parent
-if str(BENCHMARKS) not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, str(BENCHMARKS))
-from provenance import code_record  # noqa: E402
-
-RESULTS = BENCHMARKS / "results"
 BACKENDS = ("lean", "subproc", "ray")
 #: each run's seconds of sleep per env step, for the ``sleep2ms`` env
 SLEEP = 0.002
@@ -93,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n-envs", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--timesteps", type=int, default=2048)
     parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument("--out", default=str(RESULTS / "ray_vec_env.json"))
+    parser.add_argument("--out", default=single_file("ray_vec_env.json"))
     args = parser.parse_args(argv)
     th.set_num_threads(1)
     ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)

@@ -48,7 +48,7 @@ breakdown of where the time goes and the env-only limit beside it.
 - **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
   against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
   (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
-- **Outputs**: a printed table, ``benchmarks/results/speed.json`` and ``speed.png`` (stacked bars: microseconds
+- **Outputs**: a printed table, ``benchmarks/results/single/speed.json`` and ``speed.png`` (stacked bars: microseconds
   per env-step of each piece, per algorithm, per env).
 
 usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3@envpool ...] [--rollouts N] [--reps 3]
@@ -82,6 +82,9 @@ from typing import Any
 import numpy as np
 import stable_baselines3
 import torch as th
+from harness.layout import RESULTS, SINGLE
+from harness.provenance import code_record
+from harness.zoo import zoo_setup  # rl-zoo3's hyperparameters and envs, one copy
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
@@ -90,14 +93,6 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_xppo import XPPO
 from sb3_xppo.core.fast_paths import FlatAdam
 from sb3_xppo.zoo import VEC_ENV_CHOICES
-
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): learning.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from learning import zoo_setup  # noqa: E402  (rl-zoo3's hyperparameters and envs, one copy)
-from provenance import code_record  # noqa: E402
-
-RESULTS = os.path.join(BENCHMARKS, "results")
 
 #: The rows: an env id, or ``<env id>@<vec env>`` for XPPO on that VecEnv (``sb3_xppo.zoo.VEC_ENV_CHOICES``)
 DEFAULT_ENVS = (
@@ -420,6 +415,18 @@ def params_difference(a: dict[str, th.Tensor], b: dict[str, th.Tensor]) -> tuple
     return exact, diff
 
 
+def throughput(runs: dict[str, list[Run]]) -> dict[str, dict[str, float]]:
+    """Per name: the best and the median env-steps/s of its runs, and the best on CPU time."""
+    return {
+        name: dict(
+            best=max(r.steps_per_s for r in rs),
+            median=statistics.median(r.steps_per_s for r in rs),
+            cpu_best=max(r.steps / r.cpu_seconds for r in rs),
+        )
+        for name, rs in runs.items()
+    }
+
+
 def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool, diff: float) -> dict[str, Any]:
     """
     Speeds, ratios and breakdown of one env.
@@ -434,14 +441,7 @@ def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool
     by_name: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_name[run.name].append(run)
-    speed = {
-        name: dict(
-            best=max(r.steps_per_s for r in rs),
-            median=statistics.median(r.steps_per_s for r in rs),
-            cpu_best=max(r.steps / r.cpu_seconds for r in rs),
-        )
-        for name, rs in by_name.items()
-    }
+    speed = throughput(by_name)
     pairs = list(zip(by_name["PPO"], by_name["XPPO"], strict=True))
     assert all(p.rep == x.rep for p, x in pairs)
     breakdown: dict[str, dict[str, Any]] = {}
@@ -578,14 +578,7 @@ def benchmark_contrib(
                 runs[key].append(Run(key, rep, steps, time.perf_counter() - start, time.process_time() - start_cpu))
                 params.setdefault(key, {k: v.detach().clone() for k, v in model.policy.state_dict().items()})
                 env.close()
-        speed = {
-            key: dict(
-                best=max(r.steps_per_s for r in rs),
-                median=statistics.median(r.steps_per_s for r in rs),
-                cpu_best=max(r.steps / r.cpu_seconds for r in rs),
-            )
-            for key, rs in runs.items()
-        }
+        speed = throughput(runs)
         pairs = list(zip(runs["parent"], runs["XPPO"], strict=True))
         exact, diff = params_difference(params["parent"], params["XPPO"])
         results.append(
@@ -701,7 +694,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--xppo-kwargs", default="{}", help="python dict literal of extra XPPO keywords")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--contrib", action="store_true", help="also MaskableXPPO / RecurrentXPPO against their parents")
-    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--out-dir", default=os.path.join(RESULTS, SINGLE))
     parser.add_argument("--name", default="speed", help="output files <out-dir>/<name>.json, .png")
     args = parser.parse_args(argv)
     if args.reps < 1 or args.profile_reps < 1:

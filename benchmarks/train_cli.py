@@ -15,7 +15,7 @@ Whole-process speed of the training command: ``python -m sb3_xppo.train`` (XPPO 
 - **Reported**: the XPPO/PPO ratio of the best runs and the median paired ratio (PPO seconds / XPPO seconds in the
   same repetition), on wall and CPU time.
 - **Target** (docs/guide/development.md): >= 1.6x on LunarLander-v3.
-- **Outputs**: a printed table and ``benchmarks/results/train_cli.json``.
+- **Outputs**: a printed table and ``benchmarks/results/single/train_cli.json``.
 
 usage: python benchmarks/train_cli.py [--env LunarLander-v3] [--steps 131072] [--reps 3] [--seed 0] [--out FILE]
        (the defaults take about six minutes on one free core)
@@ -24,7 +24,6 @@ usage: python benchmarks/train_cli.py [--env LunarLander-v3] [--steps 131072] [-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -36,16 +35,12 @@ from typing import Any
 
 import rl_zoo3
 import torch as th
+from harness.layout import single_file, write_result
+from harness.provenance import code_record
 from stable_baselines3 import PPO
 
 from sb3_xppo import XPPO
 
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from provenance import code_record  # noqa: E402
-
-RESULTS = os.path.join(BENCHMARKS, "results")
 #: the commands timed, by name: the module run with ``python -m`` and its algorithm
 COMMANDS = {"PPO": ("rl_zoo3.train", "ppo"), "XPPO": ("sb3_xppo.train", "xppo")}
 #: rl-zoo3's PPO hyperparameters, the config of both commands
@@ -130,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=131072)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(RESULTS, "train_cli.json"))
+    parser.add_argument("--out", default=single_file("train_cli.json"))
     args = parser.parse_args(argv)
     if args.reps < 1 or args.steps < 1:
         parser.error(f"--reps and --steps must be >= 1, got {args.reps} and {args.steps}")
@@ -143,10 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = dict(
         command=" ".join(["python benchmarks/train_cli.py", *(sys.argv[1:] if argv is None else argv)]), code=code, **row
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
-    print(f"wrote {args.out}")
+    write_result(args.out, record)
     return record
 
 

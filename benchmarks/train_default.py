@@ -1,7 +1,7 @@
 """
 The default run of docs/guide/rl_zoo.md: ``python -m sb3_xppo.train --seed 0`` (XPPO on LunarLander-v3 with the packaged
 ``xppo.yml`` entry, 1M steps, rl-zoo3's evaluation every 25k steps), trained in a temporary log folder; its
-learning curve and evaluations are copied to ``benchmarks/results/train_default_<env>_seed<seed>.{png,json}``.
+learning curve and evaluations are copied to ``benchmarks/results/single/train_default_<env>_seed<seed>.{png,json}``.
 
 usage: python benchmarks/train_default.py [--seed 0] [--env LunarLander-v3] [extra sb3_xppo.train flags...]
 """
@@ -17,15 +17,14 @@ import sys
 import tempfile
 
 import numpy as np
-
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+from harness.layout import RESULTS, SINGLE
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env", default="LunarLander-v3")
-    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--out-dir", default=os.path.join(RESULTS, SINGLE))
     args, extra = parser.parse_known_args()
 
     train_args = ["--env", args.env, "--seed", str(args.seed), *extra]

@@ -24,7 +24,7 @@ user builds, SB3's ``make_vec_env`` (``DummyVecEnv`` + ``Monitor``), and the flo
 - **Target** (docs/guide/development.md): lean >= 2.5x sb3 on LunarLander-v3 x16.
 - ``--profile``: cProfile of one lean run of the first env, the top functions by own time, and the share of the run
   spent inside the env's own ``step`` and ``reset`` (``profile_env_share``).
-- **Outputs**: a printed table and ``benchmarks/results/vec_env.json``.
+- **Outputs**: a printed table and ``benchmarks/results/single/vec_env.json``.
 
 usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--env-steps 4000]
                                     [--reps 5] [--check-steps 250] [--profile] [--seed 0] [--out FILE]
@@ -37,8 +37,6 @@ import argparse
 import cProfile
 import gc
 import io
-import json
-import os
 import platform
 import pstats
 import statistics
@@ -50,16 +48,13 @@ import gymnasium as gym
 import numpy as np
 import stable_baselines3
 import torch as th
+from harness.layout import single_file, write_result
+from harness.provenance import code_record
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 import sb3_xppo
 from sb3_xppo.vec_env import make_vec_env
-
-BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARKS not in sys.path:  # imported by path (tests): provenance.py is its sibling
-    sys.path.insert(0, BENCHMARKS)
-from provenance import code_record  # noqa: E402
 
 DEFAULT_ENVS = ("LunarLander-v3:16", "CartPole-v1:8", "Pendulum-v1:4")
 KINDS = ("sb3", "dummy", "lean", "bare")
@@ -241,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--check-steps", type=int, default=250, help="vector steps of the exactness check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile one lean run of the first env")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "vec_env.json"))
+    parser.add_argument("--out", default=single_file("vec_env.json"))
     args = parser.parse_args(argv)
     th.set_num_threads(1)
 
@@ -276,10 +271,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         record["profile"], record["profile_env_share"] = profile["table"], profile["env_share"]
         print(profile["table"])
         print(f"{env_id}'s own step and reset: {profile['env_share']:.0%} of the lean run's time")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
-    print(f"wrote {args.out}")
+    write_result(args.out, record)
     return record
 
 

@@ -1,34 +1,29 @@
 """The masks-and-memory benchmark (benchmarks/mask_memory.py): a tiny campaign end to end, its cache and provenance, and
 the published table rendered from the published report."""
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "mask_memory.py"
-PUBLISHED = ROOT / "benchmarks" / "results" / "mask_memory"
+PUBLISHED = ROOT / "benchmarks" / "results" / "campaigns" / "mask_memory"
 
 
 @pytest.fixture(scope="module")
 def mask_memory():
-    spec = importlib.util.spec_from_file_location("benchmark_mask_memory", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmark_mask_memory"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["benchmark_mask_memory"]
+    import mask_memory  # benchmarks/ is on pytest's pythonpath
+
+    return mask_memory
 
 
 def test_tiny_campaign_end_to_end(mask_memory, tmp_path, capsys):
     args = ["--seeds", "0", "--budget", "512", "--n-evals", "2", "--eval-episodes", "2", "--final-episodes", "3"]
     args += ["--bootstrap-reps", "100", "--out-dir", str(tmp_path)]
     mask_memory.main(args)
-    folder = tmp_path / "mask_memory"
+    folder = tmp_path / "campaigns" / "mask_memory"
+    cached = tmp_path / "runs" / "sb3_xppo" / "MemoryMaze-v0_512" / "mask_lstm" / "seed0.json"
     for name in ("report.json", "report.md", "plot.png", "table.md"):
         assert (folder / name).is_file(), name
     report = json.loads((folder / "report.json").read_text())
@@ -38,7 +33,7 @@ def test_tiny_campaign_end_to_end(mask_memory, tmp_path, capsys):
     assert rows["mask_lstm"]["algorithm"].startswith("MaskableRecurrentXPPO")
     assert "3 runs current" in report["provenance"]["note"]
     # each run records the code that made it and its configuration's behavioural fingerprint
-    run = json.loads((folder / "runs" / "mask_lstm" / "seed0.json").read_text())
+    run = json.loads(cached.read_text())
     assert run["algo"] == "MaskableRecurrentXPPO" and run["code"]["versions"]["sb3-contrib"]
     assert len(run["fingerprint"]) == 16 and len(run["eval_means"]) == 2 and len(run["final_returns"]) == 3
     assert (folder / "table.md").read_text() == mask_memory.table(report["summary"])
@@ -51,7 +46,7 @@ def test_tiny_campaign_end_to_end(mask_memory, tmp_path, capsys):
 
     # a run whose fingerprint today's code would not give is stale: left out of the report
     run["fingerprint"] = "0" * 16
-    (folder / "runs" / "mask_lstm" / "seed0.json").write_text(json.dumps(run))
+    cached.write_text(json.dumps(run))
     mask_memory.main([*args, "--report-only"])
     report = json.loads((folder / "report.json").read_text())
     assert set(report["summary"]["contenders"]) == {"mask", "lstm"}

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 
 import pytest
 import yaml
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-
 
 @pytest.fixture(scope="module")
 def mc():
-    sys.path.insert(0, BENCHMARKS)  # it imports learning.py from beside it
-    spec = importlib.util.spec_from_file_location("benchmark_multi_critic", os.path.join(BENCHMARKS, "multi_critic.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmark_multi_critic"] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["benchmark_multi_critic"]
-    sys.path.remove(BENCHMARKS)
+    import multi_critic  # benchmarks/ is on pytest's pythonpath
+
+    return multi_critic
 
 
 def test_entries_are_rl_zoo3s(mc):
@@ -103,7 +94,7 @@ def test_styles_campaign_end_to_end(mc, tmp_path):
             "--final-episodes", "1", "--random-episodes", "2", "--bootstrap-reps", "50", "--out-dir", str(tmp_path),
             "--question", "does it run?"]  # fmt: skip
     mc.main(argv)
-    with open(tmp_path / "styles" / "report.json") as f:
+    with open(tmp_path / "campaigns" / "multi_critic" / "styles" / "report.json") as f:
         result = json.load(f)
     rows = result["summary"]["sb3_xppo/TwoStylePendulum-v0"]["contenders"]
     tiny = "@n_envs=2@n_steps=50@batch_size=50@n_epochs=1"  # (--overrides joins every name)
@@ -114,16 +105,16 @@ def test_styles_campaign_end_to_end(mc, tmp_path):
         with open(tmp_path / named["file"]) as f:
             run = json.load(f)
         assert run["key"] == named["key"] and named["final_mean"] == pytest.approx(min(named_scores(result, named)))
-    text = (tmp_path / "styles" / "report.md").read_text()
+    text = (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.md").read_text()
     assert "**Question:** does it run?" in text and f"| mc-balanced-shared{tiny} | 0,1 |" in text
-    assert (tmp_path / "styles" / "plot.png").stat().st_size > 0
+    assert (tmp_path / "campaigns" / "multi_critic" / "styles" / "plot.png").stat().st_size > 0
     # a second call finds every run in the cache, and keeps the question
     mc.main([*argv[:-2], "--report-only"])
-    assert (tmp_path / "styles" / "report.md").read_text() == text
+    assert (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.md").read_text() == text
     # --name: a report of its own from the same cache, the campaign's left as it was
     mc.main([*argv[:-2], "--report-only", "--seeds", "1", "--name", "styles_seed1"])
-    assert "| 1 |" in (tmp_path / "styles_seed1" / "report.md").read_text()
-    assert (tmp_path / "styles" / "report.md").read_text() == text
+    assert "| 1 |" in (tmp_path / "campaigns" / "multi_critic" / "styles_seed1" / "report.md").read_text()
+    assert (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.md").read_text() == text
 
 
 def named_scores(result: dict, named: dict) -> list[float]:

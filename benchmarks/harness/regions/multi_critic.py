@@ -1,0 +1,220 @@
+"""
+The regions of ``benchmarks/multi_critic.py`` (``campaigns/multi_critic/``): the must-win styles campaign, the
+must-match campaign on LunarLander-v3's own reward, PCGrad's worth and the gradient-clipping A/B. Campaigns are found
+by what their reports declare or hold (their ``kind``, their env, their contenders), not by their folders' names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.regions.figures import budget, interval, seeds, table_with_pending, verdict
+from harness.regions.results import campaign_files, campaign_reports, campaign_with, campaigns_of, report, result_file
+
+#: The env of the multi-critic "must match" campaign, LunarLander-v3's reward in four groups, bit for bit
+FAITHFUL_LUNAR = "sb3_xppo/LunarLanderGroups-v3"
+#: The folder of the multi-critic campaigns under ``campaigns/``
+FOLDER = "multi_critic"
+
+
+def multi_critic_reports() -> dict[str, dict[str, Any]]:
+    """The multi-critic campaigns' reports, by campaign (``"multi_critic/styles"``)."""
+    return {name: data for name, data in campaign_reports().items() if name.startswith(f"{FOLDER}/")}
+
+
+def styles_campaign() -> str | None:
+    """The must-win campaign (its report's kind is ``must-win``), None before it reports."""
+    return next(iter(campaigns_of("must-win")), None)
+
+
+def styles_claim() -> tuple[str, str] | None:
+    """(best "balanced" row's words, single critic's words) of the must-win campaign."""
+    if (campaign := styles_campaign()) is None:
+        return None
+    data = report(campaign)
+    rows = next(iter(data["summary"].values()))["contenders"]
+    base = rows["mc-balanced-shared"]
+    return interval(base, "final", 2), interval(rows["single"], "final", 2)
+
+
+def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None, decimals: int = 2) -> str:
+    """A multi-critic campaign's rows: contender, seeds, final IQM and CI, seeds reaching the threshold, curve mean."""
+    data = report(campaign)
+    env_id, env_summary = next(iter(data["summary"].items()))  # type: ignore[index]
+    rows = env_summary["contenders"]
+    unverified = len(data.get("provenance", {}).get("unverified", []))
+    lines = [
+        f"| contender ({env_id}, {budget(env_summary['budget'])} steps) | seeds | final IQM [95% CI] | "
+        f"reached {env_summary['threshold']:g} | curve (mean) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in contenders or sorted(rows, key=lambda n: -rows[n]["final_iqm"]):
+        if name in rows:
+            row = rows[name]
+            lines.append(
+                f"| {name} | {seeds(row['seeds'])} | {interval(row, 'final', decimals)} | "
+                f"{row['reached']}/{len(row['seeds'])} | {row['curve_mean']:.{decimals}f} |"
+            )
+    if unverified:
+        lines += ["", f"*{unverified} of the report's runs are unverified: made before runs recorded a fingerprint.*"]
+    return "\n".join(lines)
+
+
+def render_multi_critic_styles(page: Path) -> str:
+    if (campaign := styles_campaign()) is None:
+        return "*The styles campaign has no report yet.*"
+    return multi_critic_table(campaign)
+
+
+def faithful_lunar_campaign() -> str | None:
+    """The multi-critic campaign run on LunarLander-v3's own reward (:data:`FAITHFUL_LUNAR`), if one has reported."""
+    return next((campaign for campaign, data in multi_critic_reports().items() if FAITHFUL_LUNAR in data["summary"]), None)
+
+
+def match_claim() -> str | None:
+    """ "scalarize" on a shared trunk against the single critic on the faithful env (None while its rerun is pending)."""
+    campaign = faithful_lunar_campaign()
+    if campaign is None:
+        return None
+    rows = report(campaign)["summary"][FAITHFUL_LUNAR]["contenders"]
+    shared = [name for name in rows if name.startswith("mc-scalarize-shared") and "-vn" not in name and "-pcgrad" not in name]
+    if "single" not in rows or not shared:
+        return "see the table"
+    name = "mc-scalarize-shared" if "mc-scalarize-shared" in rows else shared[0]
+    row, base = rows[name], rows["single"]
+    return f"{verdict(row, base, 'final')}: {interval(row, 'final')} against one critic's {interval(base, 'final')}"
+
+
+PENDING_MATCH = (
+    "*Rerun pending on the faithful env.* The must-match campaign is being rerun on `sb3_xppo/LunarLanderGroups-v3`, "
+    "LunarLander-v3's reward split into four groups bit for bit. The earlier runs used mo-lunar-lander-v3, whose "
+    "reward differs from LunarLander-v3's on the step that ends an episode, so they are not quoted as LunarLander-v3's. "
+    "This table appears when that campaign's report exists."
+)
+
+
+def render_multi_critic_match(page: Path) -> str:
+    """The must-match table, then what value normalization does on the same reward (``single-vn`` against ``single``)."""
+    campaign = faithful_lunar_campaign()
+    if campaign is None:
+        return PENDING_MATCH
+    rows = report(campaign)["summary"][FAITHFUL_LUNAR]["contenders"]  # type: ignore[index]
+    # PCGrad's rows are its own table's (``pcgrad-worth``)
+    plain = tuple(sorted((name for name in rows if "-pcgrad" not in name), key=lambda name: -rows[name]["final_iqm"]))
+    text = multi_critic_table(campaign, plain, decimals=1)
+    if "single-vn" in rows and "single" in rows:
+        vn, base = rows["single-vn"], rows["single"]
+        text += (
+            f"\n\nValue normalization (`single-vn`, what `xppo_recommended` adds) against the single critic: final "
+            f"{verdict(vn, base, 'final')}, curve {verdict(vn, base, 'curve')} ({interval(vn, 'curve')} against "
+            f"{interval(base, 'curve')})."
+        )
+    return text
+
+
+#: PCGrad's rows: (env, the mode with PCGrad, the same mode without, its words), each from the multi-critic campaign
+#: that ran the mode with PCGrad on the env
+PCGRAD_ROWS = (
+    (
+        "sb3_xppo/TwoStylePendulum-v0",
+        "mc-balanced-separate-vn-pcgrad",
+        "mc-balanced-separate-vn",
+        "balanced, separate critics, value normalization (the best mode there)",
+    ),
+    (
+        FAITHFUL_LUNAR,
+        "mc-scalarize-shared-pcgrad@group_value_weights='squared'",
+        "mc-scalarize-shared@group_value_weights='squared'",
+        "scalarize, shared trunk (the mode whose objective is the reward's)",
+    ),
+)
+#: A PCGrad row is shown once each side has this many seeds
+PCGRAD_SEEDS = 5
+
+
+def render_pcgrad_worth(page: Path) -> str:
+    """``group_gradients='pcgrad'`` against the same mode without it, on both multi-critic envs (:data:`PCGRAD_ROWS`)."""
+    lines = [
+        "| env (budget, seeds) | mode | final IQM [95% CI]: PCGrad / without | curve IQM [95% CI]: PCGrad / without | "
+        "verdict: final, curve | pairs in conflict |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    pending = []
+    for env_id, contender, baseline, mode in PCGRAD_ROWS:
+        campaign = campaign_with(multi_critic_reports(), env_id, contender) or ""
+        data = report(campaign) if campaign else None
+        rows = data["summary"][env_id]["contenders"] if data else {}
+        row, base = rows.get(contender), rows.get(baseline)
+        if row is None or base is None or min(len(row["seeds"]), len(base["seeds"])) < PCGRAD_SEEDS:
+            done = [0 if side is None else len(side["seeds"]) for side in (row, base)]
+            pending.append(f"{env_id} (PCGrad {done[0]}, without {done[1]} of {PCGRAD_SEEDS} seeds)")
+            continue
+        runs = [result_file(r["file"]) for r in data["runs"] if r["contender"] == contender]
+        conflicts = [c for r in runs if r and (c := r.get("train_logs", {}).get("train/pcgrad_conflict_fraction")) is not None]
+        conflict = f"{100 * sum(conflicts) / len(conflicts):.0f}%" if conflicts else "-"
+        lines.append(
+            f"| {env_id} ({budget(data['summary'][env_id]['budget'])}, seeds {seeds(row['seeds'])}; "
+            f"`{campaign.removeprefix(FOLDER + '/')}`) | {mode} | "
+            f"{interval(row, 'final', 2)} / {interval(base, 'final', 2)} | {interval(row, 'curve', 2)} / "
+            f"{interval(base, 'curve', 2)} | {verdict(row, base, 'final')}, {verdict(row, base, 'curve')} | {conflict} |"
+        )
+    return table_with_pending(lines, pending, "*No PCGrad campaign has finished yet.*")
+
+
+def render_clip_ab(page: Path) -> str:
+    """
+    The gradient-clipping A/B (``multi_critic.py --clip-ab``): per contender and campaign, the means over the rollouts
+    of the actor step's ratio (joint clip over clip apart), approx_kl both ways, and the joint clip's coefficient
+    against the one the actor alone would get.
+    """
+    found = [(data["label"], data) for data in campaign_files("clip_ab.json").values()]
+    if not found:
+        return "*No `clip_ab.json` has been written yet.*"
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    header = ["contender"]
+    for label, _ in found:
+        header += [
+            f"{label}: actor step joint ÷ apart",
+            f"{label}: approx_kl joint / apart",
+            f"{label}: clip coef joint / actor alone",
+        ]
+    rollouts = "; ".join(f"{label}: {len(next(iter(d['results'].values())))} rollouts, `{d['command']}`" for label, d in found)
+    lines = [
+        f"Means over the rollouts of seed 0 ({rollouts}; "
+        "`benchmarks/results/campaigns/multi_critic/<campaign>/clip_ab.json`). "
+        "Actor step: the norm of the actor's parameter change over one `train()` call, joint clip over clip apart; "
+        "clip coef: the mean factor the joint clip applies to the actor's gradient, and the one it gets clipped on its own.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    for name in found[0][1]["results"]:
+        cells = [name]
+        for _, data in found:
+            runs = data["results"].get(name)
+            if runs is None:
+                cells += ["-", "-", "-"]
+                continue
+            joint, apart = [r["joint"] for r in runs], [r["per_part"] for r in runs]
+            cells += [
+                f"{mean([j['actor_step'] / a['actor_step'] for j, a in zip(joint, apart, strict=True)]):.2f}",
+                f"{mean([j['approx_kl'] for j in joint]):.4f} / {mean([a['approx_kl'] for a in apart]):.4f}",
+                f"{mean([j['grad_clip_coef'] for j in joint]):.3f} / "
+                f"{mean([a['grad_clip_coef_actor_alone'] for a in apart]):.3f}",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+#: The regions this module renders: ``render(page) -> markdown``
+REGIONS: dict[str, Callable[[Path], str]] = {
+    "multi-critic-styles": render_multi_critic_styles,
+    "multi-critic-match": render_multi_critic_match,
+    "pcgrad-worth": render_pcgrad_worth,
+    "clip-ab": render_clip_ab,
+}

@@ -1,0 +1,157 @@
+"""
+The regions of ``benchmarks/speed.py`` (``single/speed.json``): ``learn()``'s throughput against PPO's, where its time
+goes, XPPO on other VecEnvs and what bounds their ratios; with ``overhead.json`` and ``gae.json`` in the summary table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.regions.results import single
+
+
+def speed_results(vec_env: bool = False) -> dict[str, Any] | None:
+    """
+    :param vec_env: the rows of XPPO on another VecEnv (``<env id>@<vec env>``) instead of the plain rows, where
+        both algorithms step SB3's ``make_vec_env``
+    :return: speed.json with only those rows (None without the file)
+    """
+    data = single("speed.json")
+    if data is None:
+        return None
+    return {**data, "results": [r for r in data["results"] if ("@" in r["env"]) == vec_env]}
+
+
+def speed_claim() -> str | None:
+    """``learn()``'s env-steps/s against PPO's, per env and contrib parent (median paired ratios)."""
+    data = speed_results()
+    if data is None:
+        return None
+    parts = [f"{r['ratio_paired']:.2f}x on {r['env']}" for r in data["results"]]
+    parts += [f"{c['name'].split(' / ')[0]} {c['ratio_paired']:.2f}x its parent" for c in data.get("contrib", [])]
+    exact = all(r["bit_exact"] for r in data["results"] + data.get("contrib", []))
+    return ", ".join(parts) + ("; bit for bit" if exact else "; NOT bit-exact")
+
+
+def render_speed(page: Path) -> str:
+    """``learn()`` throughput, ``train()`` overhead and GAE, from speed.json, overhead.json and gae.json."""
+    lines = ["| what | result | from |", "| --- | --- | --- |"]
+    if (claim := speed_claim()) is not None:
+        lines.append(
+            "| `learn()` env-steps/s, XPPO with PPO's options against SB3 PPO (median paired ratio, one torch thread) "
+            f"| {claim} | `benchmarks/speed.py`, `speed.json` |"
+        )
+    overhead = single("overhead.json")
+    if overhead is not None:
+        cells = [f"{r['variant'].removeprefix('XPPO ')} {r['paired_ratio']:.2f}x" for r in overhead["rows"][1:]]
+        cells += [
+            f"{k.removeprefix('XPPO ')} {v['paired_ratio']:.2f}x single-critic XPPO"
+            for k, v in overhead["multi_critic"].items()
+        ]
+        lines.append(
+            f"| `train()` time against PPO's (median paired ratio) | {'; '.join(cells)} | `benchmarks/overhead.py`, "
+            "`overhead.json` |"
+        )
+    gae = single("gae.json")
+    if gae is not None:
+        exact = all(r["buffer_exact"] for r in gae["rows"])
+        cells = [f"{r['buffer_speedup']:.1f}x at {r['n_steps']}x{r['n_envs']}" for r in gae["rows"]]
+        lines.append(
+            f"| rollout-buffer GAE against SB3's loop ({'equal bit for bit' if exact else 'NOT bit-exact'}) | "
+            f"{', '.join(cells)} | `benchmarks/gae.py`, `gae.json` |"
+        )
+    return "\n".join(lines)
+
+
+def render_speed_breakdown(page: Path) -> str:
+    """Where ``learn()``'s time goes, PPO against XPPO: CPU microseconds per env-step, from speed.json."""
+    data = speed_results()
+    if data is None:
+        return "*No speed.json yet.*"
+    pieces = list(data["results"][0]["breakdown"]["PPO"]["us_per_step"])
+    header = " | ".join(f"{r['env']} PPO / XPPO" for r in data["results"])
+    lines = [f"| piece (us per env-step) | {header} |", "| --- |" + " --- |" * len(data["results"])]
+    for piece in [*pieces, "total"]:
+        cells = []
+        for r in data["results"]:
+            parts = [r["breakdown"][who]["us_per_step"] for who in ("PPO", "XPPO")]
+            values = [sum(p.values()) if piece == "total" else p.get(piece, float("nan")) for p in parts]
+            cells.append(f"{values[0]:.1f} / {values[1]:.1f}")
+        lines.append(f"| {piece.replace('_', ' ')} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def render_vec_env_speed(page: Path) -> str:
+    """``learn()`` of XPPO on the lean and EnvPool envs against SB3 PPO on ``make_vec_env``'s (speed.json's rows)."""
+    data = speed_results(vec_env=True)
+    if data is None or not data["results"]:
+        return "Pending: `python benchmarks/speed.py --contrib`."
+    lines = [
+        "| env, XPPO's VecEnv | XPPO / PPO env-steps/s: best, median paired (CPU time) | target | PPO's parameters |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in data["results"]:
+        met = "" if r["target"] is None else f"{r['target']}x ({'met' if r['target_met'] else 'missed'})"
+        exact = "bit for bit" if r["bit_exact"] else f"no (EnvPool's envs; max diff {r['max_abs_param_diff']:.2g})"
+        env_id, vec_env = r["env"].split("@")
+        lines.append(
+            f"| {env_id}, {vec_env} | {r['ratio_best']:.2f}x, {r['ratio_paired']:.2f}x ({r['cpu_ratio_paired']:.2f}x) | "
+            f"{met} | {exact} |"
+        )
+    return "\n".join(lines + ["", *speed_floor_lines(data["results"])])
+
+
+#: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
+#: same operations on the same operands as PPO's (the contract of its exactness)
+FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
+
+
+def speed_floor_lines(results: list[dict[str, Any]]) -> list[str]:
+    """
+    What bounds each row's ratio, from its instrumented run (CPU microseconds per env-step, speed.json's
+    ``breakdown``): the time a target leaves XPPO (PPO's total over the target) against what XPPO's env step and
+    network passes alone take, and the rest of XPPO's time.
+    """
+    lines = [
+        "What bounds these ratios, in CPU microseconds per env-step from the same run's instrumented repetition "
+        "(`breakdown` in `speed.json`):",
+        "",
+        "| env, XPPO's VecEnv | the target leaves XPPO | XPPO: " + " + ".join(FLOOR_PIECES.values()) + " | XPPO: the rest |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    beyond = []
+    for r in results:
+        if r["target"] is None:
+            continue
+        ppo, xppo = (r["breakdown"][who]["us_per_step"] for who in ("PPO", "XPPO"))
+        left, floor = sum(ppo.values()) / r["target"], sum(xppo[piece] for piece in FLOOR_PIECES)
+        parts = " + ".join(f"{xppo[piece]:.0f}" for piece in FLOOR_PIECES)
+        lines.append(
+            f"| {r['env'].replace('@', ', ')} | {left:.0f} | {parts} = {floor:.0f} | {sum(xppo.values()) - floor:.0f} |"
+        )
+        if floor > left:
+            beyond.append(r["env"].replace("@", ", "))
+    lines += [
+        "",
+        "The env step and the network's passes are the operations that reproducing PPO fixes: the same ones on the same "
+        "operands (XPPO has already trimmed the Python around them). "
+        + (
+            f"On {' and '.join(beyond)} they alone take more than the target leaves, so that target is out of reach at "
+            "PPO's bits; elsewhere"
+            if beyond
+            else "Everywhere"
+        )
+        + " the rest (minibatch sampling, the loss terms, the optimizer step, the rollout's bookkeeping) would have to "
+        "shrink to what the target leaves over them.",
+    ]
+    return lines
+
+
+#: The regions this module renders: ``render(page) -> markdown``
+REGIONS: dict[str, Callable[[Path], str]] = {
+    "speed": render_speed,
+    "speed-breakdown": render_speed_breakdown,
+    "vec-env-speed": render_vec_env_speed,
+}

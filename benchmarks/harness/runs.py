@@ -1,0 +1,366 @@
+"""
+One training run of a campaign (:class:`Task`), its cache and provenance check, and the pool that runs them.
+
+- **Cache**: each (env, budget, contender, seed) run is one JSON in the run cache (:func:`harness.layout.run_cache`),
+  holding a key of its full configuration (not the contender's name): a run whose key matches, under any contender's
+  name, is not run again (:func:`load_cached`).
+- **Provenance**: each run records the code that made it and the behavioural fingerprint of its configuration
+  (:mod:`harness.provenance`); :func:`verify_runs` sorts cited runs into current, stale and unverified.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
+
+from harness.contenders import POLICY_OPTIONS, SCHEDULE_KEYS, VEC_ENV_OVERRIDE, ZOO_ENV_KEYS, Contender
+from harness.layout import run_cache
+from harness.provenance import behaviour_fingerprint, code_record
+from harness.zoo import zoo_entry_of, zoo_setup
+from sb3_xppo import XPPO
+from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
+
+#: Mean eval return that counts as solved, for "steps to threshold"
+THRESHOLDS: dict[str, float] = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "Pendulum-v1": -200.0,
+    "LunarLander-v3": 200.0,
+    "LunarLanderContinuous-v3": 200.0,
+    "BipedalWalker-v3": 300.0,
+    "Hopper-v5": 3000.0,
+    "HalfCheetah-v5": 3000.0,
+}
+#: Part of every run's cache key: bump it when a change to ``run_task`` makes cached runs incomparable
+RUN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Task:
+    """One training run."""
+
+    env_id: str
+    budget: int
+    contender: Contender
+    seed: int
+    n_evals: int
+    eval_episodes: int
+    final_episodes: int
+    clip_range_vf: float
+
+    def key(self) -> str:
+        """Hash of everything that determines the run's result (the cache key)."""
+        spec = dict(
+            format=RUN_FORMAT,
+            env=self.env_id,
+            budget=self.budget,
+            algo=self.contender.algo,
+            kwargs=self.contender.kwargs,
+            seed=self.seed,
+            n_evals=self.n_evals,
+            eval_episodes=self.eval_episodes,
+            final_episodes=self.final_episodes,
+            clip_range_vf=self.clip_range_vf,
+        )
+        if self.contender.config is not None:  # a run from our own yml is stale once its entry changes
+            spec["entry"] = zoo_entry_of(self.contender.config, self.env_id)
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def path(self, out_dir: str) -> str:
+        # brackets, quotes and colons of an override (@normalize={'norm_obs':False}) stay out of the folder name
+        folder = re.sub(r"[^\w@=.+,-]", "_", self.contender.name)
+        return os.path.join(run_cache(out_dir), f"{self.env_id}_{self.budget}", folder, f"seed{self.seed}.json")
+
+
+def load_cached(task: Task, out_dir: str) -> dict[str, Any] | None:
+    """
+    The cached result of ``task``, or None when no run of its configuration is cached.
+
+    The key holds the configuration, not the contender's name, so a run under another name with the same key is the
+    same run: ``xppo-recommended`` finds ``xppo@normalize_values=True``'s runs where the preset is that option, and a
+    preset that changes finds what it now is. The task's own file is read first; the run comes back under the
+    task's name, with ``file``, the path it was read from relative to ``out_dir``.
+    """
+    own = task.path(out_dir)
+    seed_file = os.path.basename(own)
+    env_dir = os.path.dirname(os.path.dirname(own))
+    others = sorted(glob.glob(os.path.join(glob.escape(env_dir), "*", seed_file)))
+    key = task.key()
+    for path in dict.fromkeys([own, *others]):
+        if not os.path.exists(path):  # the task's own file, when it has none
+            continue
+        with open(path) as f:
+            run = json.load(f)
+        if run.get("key") == key:
+            return {**run, "contender": task.contender.name, "file": os.path.relpath(path, out_dir)}
+    return None
+
+
+class TrainTimer(BaseCallback):
+    """The wall-clock seconds ``learn()`` spends in ``train()``: from each rollout's end to the next one's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = 0.0
+        self._rollout_end: float | None = None
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self._rollout_end = time.perf_counter()
+
+    def _stop(self) -> None:
+        if self._rollout_end is not None:
+            self.seconds += time.perf_counter() - self._rollout_end
+            self._rollout_end = None
+
+    def _on_rollout_start(self) -> None:
+        self._stop()
+
+    def _on_training_end(self) -> None:
+        self._stop()
+
+
+def init_worker() -> None:
+    """A pool worker's setup: one torch thread."""
+    th.set_num_threads(1)
+
+
+def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[BaseCallback], dict[str, Any], dict[str, Any]]:
+    """
+    The model, envs and callbacks of one run, as the zoo's entry and the contender's options make them.
+
+    :return: ``(model, env, eval_env, zoo_callbacks, model_kwargs, zoo_entry)``
+    """
+    kwargs = dict(task.contender.kwargs)
+    # copies: rl-zoo3 writes into the normalize dict (its gamma), and the cache key is the contender's
+    to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
+    entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
+    vec_env = kwargs.pop(VEC_ENV_OVERRIDE, None)
+    hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
+        task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config, vec_env
+    )
+    if kwargs.get("value_loss", "mse") in CLIPPING_VALUE_LOSSES:
+        hyperparams.setdefault("clip_range_vf", task.clip_range_vf)
+    elif task.contender.algo == "xppo" and "value_loss" in kwargs:
+        # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
+        hyperparams.pop("clip_range_vf", None)
+    algo = PPO if task.contender.algo == "ppo" else XPPO
+    # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
+    policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
+    if policy_options:
+        hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), **policy_options}
+    hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
+    model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
+    return model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry
+
+
+#: fingerprints computed in this process, by the configuration's key at seed 0
+_FINGERPRINTS: dict[str, str] = {}
+#: ``build(task, log_folder) -> (model, callbacks that change training, envs to close)``
+Builder = Callable[[Task, str], tuple[Any, list[BaseCallback], list[VecEnv]]]
+
+
+def _build_for_fingerprint(task: Task, log_folder: str) -> tuple[Any, list[BaseCallback], list[VecEnv]]:
+    model, env, eval_env, zoo_callbacks, _, _ = build_run(task, log_folder)
+    return model, zoo_callbacks, [env, eval_env]
+
+
+def fingerprint(task: Task, build: Builder | None = None) -> str:
+    """
+    The behavioural fingerprint of ``task``'s configuration with today's code
+    (:func:`provenance.behaviour_fingerprint`, at seed 0 whatever the task's seed), computed once per process.
+
+    :param task: the run
+    :param build: how the run builds its model (default: :func:`build_run`'s)
+    """
+    reference = replace(task, seed=0)
+    key = reference.key()
+    if key not in _FINGERPRINTS:
+        th.set_num_threads(1)
+        with tempfile.TemporaryDirectory() as log_folder, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model, callbacks, envs = (build or _build_for_fingerprint)(reference, log_folder)
+            _FINGERPRINTS[key] = behaviour_fingerprint(model, reference.budget, callbacks)
+            for env in envs:
+                env.close()
+    return _FINGERPRINTS[key]
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Train one contender on one env and seed; evaluate it along the way and at the end."""
+    th.set_num_threads(1)
+    code, behaviour = code_record(), fingerprint(task)
+    with tempfile.TemporaryDirectory() as log_folder:
+        model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry = build_run(task, log_folder)
+        n_envs = env.num_envs
+        eval_every = max(task.budget // task.n_evals, 1)
+        eval_callback = EvalCallback(
+            eval_env,
+            n_eval_episodes=task.eval_episodes,
+            eval_freq=max(eval_every // n_envs, 1),
+            log_path=log_folder,  # EvalCallback keeps its curve only when it has somewhere to save it
+            deterministic=True,
+            verbose=0,
+            warn=False,
+        )
+        train_timer = TrainTimer()
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model.learn(task.budget, callback=[*zoo_callbacks, eval_callback, train_timer])
+        learn_s = time.perf_counter() - start
+        sync_envs_normalization(model.get_env(), eval_env)
+        final_returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
+        )
+        total_s = time.perf_counter() - start
+        env.close()
+        eval_env.close()
+
+    steps = [int(s) for s in eval_callback.evaluations_timesteps]
+    means = [float(np.mean(r)) for r in eval_callback.evaluations_results]
+    threshold = THRESHOLDS.get(task.env_id)
+    reached = [s for s, m in zip(steps, means, strict=True) if threshold is not None and m >= threshold]
+    return dict(
+        key=task.key(),
+        env=task.env_id,
+        budget=task.budget,
+        contender=task.contender.name,
+        algo=task.contender.algo,
+        kwargs={k: v for k, v in task.contender.kwargs.items()},
+        seed=task.seed,
+        zoo_entry={k: str(v) for k, v in zoo_entry.items()},
+        model_kwargs={k: repr(v) for k, v in hyperparams.items()},
+        eval_steps=steps,
+        eval_means=means,
+        eval_stds=[float(np.std(r)) for r in eval_callback.evaluations_results],
+        final_returns=[float(r) for r in final_returns],
+        final_mean=float(np.mean(final_returns)),
+        threshold=threshold,
+        steps_to_threshold=reached[0] if reached else None,
+        curve_mean=float(np.mean(means)) if means else None,
+        learn_seconds=learn_s,
+        train_seconds=train_timer.seconds,
+        total_seconds=total_s,
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+        host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
+        code=code,
+        fingerprint=behaviour,
+    )
+
+
+def save_run(run: dict[str, Any], path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(run, f, indent=1)
+    os.replace(tmp, path)  # atomic: an interrupted campaign never leaves half a file
+
+
+def run_all(
+    tasks: list[Task],
+    out_dir: str,
+    workers: int,
+    time_limit_s: float | None,
+    runner: Callable[[Task], dict] | None = None,
+    rerun: frozenset[str] = frozenset(),
+) -> None:
+    """
+    Run the tasks that have no cached result, ``workers`` at a time; none starts after ``time_limit_s`` seconds.
+
+    The cache is read again before each start, so two campaigns sharing ``out_dir`` skip what the other finished.
+    ``runner`` (default :func:`run_task`) trains one task and returns its run record (``benchmarks/multi_critic.py``
+    brings its own). ``rerun``: the keys of tasks to run again although cached (stale runs, :func:`verify_runs`).
+    """
+    runner = run_task if runner is None else runner
+
+    def pending(task: Task) -> bool:
+        return (task.key() in rerun and task.key() not in rerun_done) or load_cached(task, out_dir) is None
+
+    todo = [t for t in tasks if pending(t)]
+    print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
+    start = time.monotonic()
+    queue = iter(todo)
+    rerun_done: set[str] = set()
+
+    def next_task() -> Task | None:
+        for task in queue:
+            if time_limit_s is not None and time.monotonic() - start > time_limit_s:
+                print("time limit reached: no new run started", flush=True)
+                return None
+            if pending(task):
+                return task
+        return None
+
+    def report(task: Task, run: dict[str, Any]) -> None:
+        save_run(run, task.path(out_dir))
+        rerun_done.add(task.key())
+        print(
+            f"[{time.strftime('%H:%M:%S')}] {task.env_id} {task.contender.name} seed {task.seed}: "
+            f"final {run['final_mean']:.1f}, to threshold {run['steps_to_threshold']}, {run['learn_seconds']:.0f}s",
+            flush=True,
+        )
+
+    if workers <= 1:
+        while (task := next_task()) is not None:
+            report(task, runner(task))
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=init_worker) as pool:
+        futures = {}
+        while len(futures) < workers and (task := next_task()) is not None:
+            futures[pool.submit(runner, task)] = task
+        while futures:
+            done = next(as_completed(futures))
+            report(futures.pop(done), done.result())
+            if (task := next_task()) is not None:
+                futures[pool.submit(runner, task)] = task
+
+
+def verify_runs(
+    tasks: list[Task], runs: list[dict[str, Any]], build: Builder | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """
+    The cited runs by provenance: ``current`` (the fingerprint the run recorded is its configuration's with today's
+    code, :func:`fingerprint`), ``stale`` (it is not: today's code would train differently, or refuses the
+    configuration with a ``ValueError`` or ``TypeError``) and ``unverified`` (recorded before runs had fingerprints).
+    One fingerprint per configuration, a few seconds each.
+
+    :param tasks: the report's tasks
+    :param runs: their cached runs
+    :param build: how the runs build their models (:func:`fingerprint`)
+    """
+    by_key = {task.key(): task for task in tasks}
+    status: dict[str, list[dict[str, Any]]] = dict(current=[], stale=[], unverified=[])
+    for run in runs:
+        recorded = run.get("fingerprint")
+        if recorded is None:
+            status["unverified"].append(run)
+            continue
+        try:
+            today = fingerprint(by_key[run["key"]], build)
+        except (ValueError, TypeError):  # today's code refuses the configuration: it would not train this run
+            today = None
+        status["current" if recorded == today else "stale"].append(run)
+    return status
