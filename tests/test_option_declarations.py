@@ -106,6 +106,16 @@ def test_unknown_keywords_and_options_are_refused_before_anything_is_built() -> 
         XPPO("MlpPolicy", "NoSuchEnv-v0", options=XPPOOptions(actor_loss="spoo"))
 
 
+def test_options_of_another_algorithm_are_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class WithSequences(RecurrentXPPOOptions):
+        sequence_batching: bool = options_module.option(False, "a recurrent-only option", options_module.as_bool)
+
+    assert WithSequences.from_keywords(XPPOOptions(actor_loss="spo"), {}).actor_loss == "spo"
+    with pytest.raises(TypeError, match="XPPOOptions has no option 'sequence_batching'"):
+        XPPOOptions.from_keywords(WithSequences(), {})
+
+
 def test_param_field_wraps_outside_inline_literals() -> None:
     field = param_field("x", "a b ``c d e`` f", width=12)
     assert field.splitlines() == [":param x: a", "    b", "    ``c d e``", "    f"]

@@ -440,15 +440,19 @@ class XPPOOptions:
         The options of a constructor call: ``options``' fields, overridden by the options among ``keywords``, which
         are taken out of ``keywords`` (what is left is the parent algorithm's).
 
-        :param options: the constructor's ``options`` (None: the defaults); an object of another options class gives
-            the fields the two share
+        :param options: the constructor's ``options`` (None: the defaults); an object of a parent options class (an
+            ``XPPOOptions`` given to ``RecurrentXPPO``) gives its fields
         :param keywords: the constructor's keywords
         :return: the options, unchecked
+        :raises TypeError: for options of another algorithm (fields this class lacks)
         """
         names = cls.names()
         if options is not None and not isinstance(options, XPPOOptions):
             raise TypeError(f"options must be an XPPOOptions, got {options!r}")
-        given = {} if options is None else {f.name: getattr(options, f.name) for f in fields(options) if f.name in names}
+        given = {} if options is None else {f.name: getattr(options, f.name) for f in fields(options)}
+        foreign = [name for name in given if name not in names]
+        if foreign:
+            raise TypeError(f"{cls.__name__} has no option {foreign[0]!r}: {type(options).__name__} is another algorithm's")
         given.update({name: keywords.pop(name) for name in names if name in keywords})
         return cls(**given)
 
