@@ -402,9 +402,7 @@ def clip_ab(task: Task, rollouts: int) -> list[dict[str, Any]]:
             state = copy.deepcopy((model.policy.state_dict(), model.policy.optimizer.state_dict(), model._n_updates))
             buffer, before = copy.deepcopy(model.rollout_buffer), actor()
             row: dict[str, Any] = dict(steps=model.num_timesteps)
-            default_is_per_part = (
-                default if default is not None else model.reward_groups is not None and len(model.reward_groups) > 1
-            )
+            default_is_per_part = default if default is not None else len(model.options.reward_groups or ()) > 1
             for per_part in sorted((True, False), key=lambda mode: mode == default_is_per_part):  # the default last
                 policy_state, optimizer_state, model._n_updates = copy.deepcopy(state)
                 model.policy.load_state_dict(policy_state)

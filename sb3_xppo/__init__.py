@@ -2,6 +2,7 @@
 
 import os
 
+from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
 from sb3_xppo.dagger_distill import DaggerCallback, DaggerDistiller, LossBreakdown, best_action, kl_loss, mse_loss, nll_loss
 from sb3_xppo.functional import (
     GAE,
@@ -38,7 +39,9 @@ __all__ = [
     "MultiCriticPolicy",
     "MultiCriticRolloutBuffer",
     "RecurrentXPPO",
+    "RecurrentXPPOOptions",
     "RewardGroups",
+    "XPPOOptions",
     "best_action",
     "calc_gae",
     "calc_returns",

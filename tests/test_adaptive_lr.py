@@ -182,7 +182,7 @@ def test_save_and_load_resume_the_adapted_lr(tmp_path: Path, monkeypatch: pytest
     model.save(tmp_path / "model.zip")
 
     loaded = quiet(XPPO.load(tmp_path / "model.zip", env=make_vec_env("CartPole-v1", n_envs=1, seed=1), device="cpu"))
-    assert loaded.adaptive_kl == rule(target=1e-8) and loaded.adaptive_kl_lr == adapted
+    assert loaded.options.adaptive_kl == rule(target=1e-8) and loaded.adaptive_kl_lr == adapted
     spy = Spy(loaded, monkeypatch)
     loaded.learn(64, reset_num_timesteps=False)
     assert spy.step_lrs[0] == adapted  # not lr_schedule's 1e-3
@@ -190,14 +190,14 @@ def test_save_and_load_resume_the_adapted_lr(tmp_path: Path, monkeypatch: pytest
 
     # load(..., adaptive_kl=...) takes the canonical form; the saved lr is then kept within the new bounds
     relaxed = XPPO.load(tmp_path / "model.zip", device="cpu", adaptive_kl="dict(target=0.02, lr_min=1e-3)")
-    assert relaxed.adaptive_kl == rule(target=0.02, lr_min=1e-3)
+    assert relaxed.options.adaptive_kl == rule(target=0.02, lr_min=1e-3)
     relaxed._update_learning_rate(relaxed.policy.optimizer)
     assert relaxed.policy.optimizer.param_groups[0]["lr"] == 1e-3
 
 
 def test_a_model_saved_before_the_keyword_loads_with_the_rule_off() -> None:
     model = XPPO.load(Path(__file__).parent / "data" / "xppo_v0_clip_pair.zip", device="cpu")
-    assert model.adaptive_kl is None and model.adaptive_kl_lr is None
+    assert model.options.adaptive_kl is None and model.adaptive_kl_lr is None
 
 
 def test_combined_with_target_kl(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -275,7 +275,7 @@ def test_an_rl_zoo3_yml_entry(value: Any, tmp_path: Path) -> None:
         argparse.Namespace(), "xppo", "CartPole-v1", str(tmp_path / "logs"), config=str(config), device="cpu"
     )
     model, _ = manager.setup_experiment()
-    assert type(model) is XPPO and model.adaptive_kl == rule(target=0.02, factor=2.0)
+    assert type(model) is XPPO and model.options.adaptive_kl == rule(target=0.02, factor=2.0)
     model.env.close()
 
 
@@ -290,6 +290,6 @@ def test_the_sampler_draws_it_and_the_converter_agrees() -> None:
         assert zoo.convert_xppo_params(trial.params) == params
         seen.add(params["adaptive_kl"])
         model = XPPO("MlpPolicy", "CartPole-v1", device="cpu", **params)
-        assert model.adaptive_kl == check_adaptive_kl(params["adaptive_kl"])
+        assert model.options.adaptive_kl == check_adaptive_kl(params["adaptive_kl"])
         study.tell(trial, 0.0)
     assert None in seen and len(seen) > 2

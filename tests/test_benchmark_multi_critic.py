@@ -131,7 +131,7 @@ def test_contenders_value_weights(mc, tmp_path):
         task = mc.MultiCriticTask("mo-lunar-lander-v3", 32, mc.make_contender(name + tiny, lunar), 0, 1, 1, 1, 0.2)
         model = mc.build_model(task, str(tmp_path))[0]
         # the contenders' names keep the equal weights their cached runs had; the override asks for the default
-        assert model.group_value_weights == expected
+        assert model.options.group_value_weights == expected
         assert (
             task.key()
             == mc.MultiCriticTask("mo-lunar-lander-v3", 32, mc.make_contender(name + tiny, lunar), 0, 1, 1, 1, 0.2).key()

@@ -93,7 +93,7 @@ def test_fast_paths_is_a_checked_switch_saved_with_the_model(tmp_path):
         XPPO("MlpPolicy", "CartPole-v1", fast_paths="yes")
     model = XPPO("MlpPolicy", "CartPole-v1", fast_paths=False, **TINY)
     model.save(tmp_path / "model")
-    assert XPPO.load(tmp_path / "model").fast_paths is False
+    assert XPPO.load(tmp_path / "model").options.fast_paths is False
 
 
 class ActionRecorder(BaseCallback):

@@ -213,7 +213,7 @@ def test_save_load_round_trip(tmp_path):
     model = pcgrad_model().learn(64)
     model.save(tmp_path / "model.zip")
     loaded = XPPO.load(tmp_path / "model.zip", env=group_env(), device="cpu")
-    assert loaded.group_gradients == "pcgrad" and loaded.rollout_buffer.keeps_group_terms
+    assert loaded.options.group_gradients == "pcgrad" and loaded.rollout_buffer.keeps_group_terms
     assert params_equal(model.policy, loaded.policy)
     loaded.learn(64)
     assert "train/pcgrad_conflict_fraction" in loaded.logger.name_to_value
@@ -237,7 +237,7 @@ def test_an_rl_zoo3_config_sets_it(tmp_path: Path) -> None:
         argparse.Namespace(), "xppo", "CartPole-v1", str(tmp_path / "logs"), config=str(config), device="cpu"
     )
     model, _ = manager.setup_experiment()
-    assert type(model) is XPPO and model.group_gradients == "pcgrad"
+    assert type(model) is XPPO and model.options.group_gradients == "pcgrad"
     model.env.close()
 
 

@@ -190,7 +190,7 @@ def test_checkpoint_saved_before_the_relayout_loads_and_trains():
     """Saved by the first wave's XPPO (sb3_xppo.xppo.xppo.ClipRangePair, sb3_xppo.xppo.buffers.XPPORolloutBuffer)."""
     env = IdentityEnvBox(-1, 1, ep_length=10)
     model = XPPO.load(DATA / "xppo_v0_clip_pair.zip", env=env, device="cpu")
-    assert (model.actor_loss, model.value_loss, model.normalize_advantage) == ("spo", "improved", "rollout")
+    assert (model.options.actor_loss, model.options.value_loss, model.normalize_advantage) == ("spo", "improved", "rollout")
     assert model.clip_range(1.0) == (0.3, 0.25)
     obs = np.linspace(-1, 1, 5, dtype=np.float32)[:, None]
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], np.load(DATA / "xppo_v0_clip_pair_actions.npy"))
@@ -205,6 +205,6 @@ def test_multi_critic_checkpoint_saved_before_the_relayout_loads_and_trains():
             return obs, reward, terminated, truncated, info
 
     model = XPPO.load(DATA / "xppo_v0_multi_critic.zip", env=Groups(gym.make("CartPole-v1")), device="cpu")
-    assert model.reward_groups == ["a", "b"] and model.policy.separate_critics
+    assert model.options.reward_groups == ["a", "b"] and model.policy.separate_critics
     model.learn(32)
     assert "train/value_loss/b" in model.logger.name_to_value

@@ -224,5 +224,5 @@ def test_zoo_entry_builds_a_multi_critic_xppo(tmp_path: Path) -> None:
     zoo.register()
     model, _ = zoo_model("xppo", LUNAR_LANDER_GROUPS_ID, tmp_path, zoo.CONFIG_PATH)
     assert type(model) is XPPO and model.n_envs == 16
-    assert list(model.reward_groups) == list(LUNAR_LANDER_GROUP_NAMES)
-    assert list(model.group_weights) == list(LUNAR_LANDER_GROUP_WEIGHTS)
+    assert list(model.options.reward_groups) == list(LUNAR_LANDER_GROUP_NAMES)
+    assert list(model.options.group_weights) == list(LUNAR_LANDER_GROUP_WEIGHTS)

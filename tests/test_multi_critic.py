@@ -303,7 +303,7 @@ def test_save_load_round_trip(tmp_path, policy, make_env, policy_kwargs):
     for obs, action in zip(observations, actions):
         assert np.array_equal(loaded.predict(obs, deterministic=True)[0], action)
     for key in ("reward_groups", "group_weights", "group_reduce", "normalize_groups", "vector_reward_key"):
-        assert getattr(loaded, key) == getattr(model, key), key
+        assert getattr(loaded.options, key) == getattr(model.options, key), key
     assert loaded.policy.n_groups == len(groups)
     assert loaded.policy.separate_critics == policy_kwargs.get("separate_critics", False)
     loaded.learn(16)

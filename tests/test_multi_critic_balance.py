@@ -3,6 +3,8 @@ exist on some samples only, per-group logs, group rewards under VecNormalize, an
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -407,9 +409,9 @@ def test_bad_group_value_weights(spec):
     # refused by the constructor, before anything is built
     with pytest.raises(ValueError, match=match):
         XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights=spec, **TINY)
-    # and, set on a model afterwards, by train() before any update
+    # and, set on a model afterwards (unchecked), by train() before any update
     model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, **TINY)
-    model.group_value_weights = spec
+    model.options = dataclasses.replace(model.options, group_value_weights=spec)
     before = [p.detach().clone() for p in model.policy.parameters()]
     with pytest.raises(ValueError, match=match):
         model.learn(32)
@@ -432,7 +434,7 @@ def test_group_value_weights_weigh_the_logged_value_losses():
     expected = sum(w**2 * logs[f"train/value_loss/{g}"] for g, w in enumerate(weights))
     assert logs["train/value_loss"] == pytest.approx(expected, rel=1e-5)
     # the plain sum without them
-    model.group_value_weights = "equal"
+    model.options = dataclasses.replace(model.options, group_value_weights="equal")
     model.learn(32)
     logs = model.logger.name_to_value
     assert logs["train/value_loss"] == pytest.approx(sum(logs[f"train/value_loss/{g}"] for g in range(3)), rel=1e-5)
@@ -457,7 +459,7 @@ def test_group_value_weights_default_follows_the_mode(options, squared):
 
 def test_a_group_of_value_weight_zero_leaves_its_head_untouched():
     model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights=(1, 0, 0), **TINY)
-    assert model.group_value_weights == [1.0, 0.0, 0.0]
+    assert model.options.group_value_weights == [1.0, 0.0, 0.0]
     head = model.policy.value_net
     weight, bias = head.weight.detach().clone(), head.bias.detach().clone()
     model.learn(64)
@@ -469,4 +471,4 @@ def test_a_group_of_value_weight_zero_leaves_its_head_untouched():
 def test_group_value_weights_saved_with_the_model(tmp_path):
     model = XPPO("MlpPolicy", GroupEnv(), reward_groups=3, group_value_weights="squared", **TINY)
     model.save(tmp_path / "model.zip")
-    assert XPPO.load(tmp_path / "model.zip", env=GroupEnv()).group_value_weights == "squared"
+    assert XPPO.load(tmp_path / "model.zip", env=GroupEnv()).options.group_value_weights == "squared"

@@ -26,6 +26,7 @@ from sb3_xppo import XPPO, MaskableXPPO, RecurrentXPPO
 from sb3_xppo.common.policies import ReLU2, ResidualBlock, XPPOActorCriticPolicy
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
+from sb3_xppo.core import MinibatchLosses
 from sb3_xppo.functional import hl_gauss_probs, hl_gauss_value, hl_gauss_value_loss_fn
 
 TINY = dict(n_steps=32, batch_size=16, n_epochs=2, seed=0, device="cpu")
@@ -141,7 +142,7 @@ def test_hl_gauss_trains_saves_and_loads(extra, tmp_path):
         env = make_vec_env(GroupedPendulum, n_envs=2, seed=0)
     kwargs = {**TINY, "policy_kwargs": NET, **extra}
     model = XPPO("MlpPolicy", env, value_loss="hl_gauss", **kwargs)
-    head = model.policy.value_net.head if model.normalize_values else model.policy.value_net
+    head = model.policy.value_net.head if model.options.normalize_values else model.policy.value_net
     assert isinstance(head, HLGaussValueHead)
     groups = 2 if "reward_groups" in extra else 1
     obs = th.as_tensor(env.observation_space.sample()[None])
@@ -176,7 +177,7 @@ def test_hl_gauss_value_loss_is_the_heads_cross_entropy():
     data = next(model.rollout_buffer.get(16))
     model.policy.set_training_mode(True)
     values, _, _ = model.policy.evaluate_actions(data.observations, data.actions)
-    loss = model._value_loss(values.flatten(), data.old_values, data.returns, None)
+    loss = MinibatchLosses(model.options, model.policy, 0.2, 0.2, None).value(values.flatten(), data.old_values, data.returns)
     normalizer = model.policy.value_net
     features = model.policy.mlp_extractor.forward_critic(model.policy.extract_features(data.observations))
     logits = normalizer.head.logits(features)[:, 0]

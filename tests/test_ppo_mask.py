@@ -147,7 +147,7 @@ def test_save_load_round_trip_with_xppo_options(tmp_path):
     loaded = MaskableXPPO.load(tmp_path / "model", env=vec_env("discrete", seed=1), device="cpu")
     assert type(loaded) is MaskableXPPO
     assert params_equal(model.policy, loaded.policy)
-    assert loaded.actor_loss == "spo" and loaded.value_loss == "improved" and loaded.delightful
+    assert loaded.options.actor_loss == "spo" and loaded.options.value_loss == "improved" and loaded.options.delightful
     assert loaded.clip_range(1.0) == (0.1, 0.3)
     assert loaded.clip_range_vf(1.0) == 0.2
 
@@ -170,7 +170,7 @@ def test_maskable_ppo_checkpoint_trains_on_as_maskable_ppo(tmp_path):
     MaskablePPO("MlpPolicy", vec_env("discrete"), clip_range_vf=0.05, **TINY).learn(64).save(tmp_path / "parent")
     parent = MaskablePPO.load(tmp_path / "parent", env=vec_env("discrete", seed=1), device="cpu")
     model = MaskableXPPO.load(tmp_path / "parent", env=vec_env("discrete", seed=1), device="cpu")
-    assert model.value_loss == "sb3" and model.normalize_advantage == "minibatch"
+    assert model.options.value_loss == "sb3" and model.normalize_advantage == "minibatch"
     for m in (parent, model):
         m.set_random_seed(3)
         m.learn(128, reset_num_timesteps=False)

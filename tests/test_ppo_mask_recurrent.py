@@ -274,7 +274,7 @@ def test_save_load_round_trip(tmp_path):
     assert type(loaded) is MaskableRecurrentXPPO and type(loaded.policy) is MaskableRecurrentXPPOActorCriticPolicy
     assert type(loaded.rollout_buffer) is XPPOMaskableRecurrentRolloutBuffer
     assert params_equal(model.policy, loaded.policy)
-    assert loaded.actor_loss == "spo" and loaded.clip_range(1.0) == (0.1, 0.3)
+    assert loaded.options.actor_loss == "spo" and loaded.clip_range(1.0) == (0.1, 0.3)
     for expected, action in zip(masked_predictions(model), masked_predictions(loaded), strict=True):
         assert np.array_equal(expected, action)
     model.set_env(MASKED_ENVS["memory_maze"](seed=1))

@@ -154,7 +154,7 @@ def test_save_load_round_trip_with_xppo_options(tmp_path):
     loaded = RecurrentXPPO.load(tmp_path / "model", env=ENVS["pendulum"](seed=1), device="cpu")
     assert type(loaded) is RecurrentXPPO
     assert params_equal(model.policy, loaded.policy)
-    assert loaded.actor_loss == "spo" and loaded.value_loss == "improved"
+    assert loaded.options.actor_loss == "spo" and loaded.options.value_loss == "improved"
     assert loaded.clip_range(1.0) == (0.1, 0.3)
     assert loaded.clip_range_vf(1.0) == 0.2
     observations = np.random.default_rng(0).uniform(-1, 1, (6, 3)).astype(np.float32)
@@ -174,7 +174,7 @@ def test_recurrent_ppo_checkpoint_trains_on_as_recurrent_ppo(tmp_path):
     RecurrentPPO("MlpLstmPolicy", ENVS["cartpole"](), clip_range_vf=0.05, **TINY).learn(64).save(tmp_path / "parent")
     parent = RecurrentPPO.load(tmp_path / "parent", env=ENVS["cartpole"](seed=1), device="cpu")
     model = RecurrentXPPO.load(tmp_path / "parent", env=ENVS["cartpole"](seed=1), device="cpu")
-    assert model.value_loss == "sb3" and model.normalize_advantage == "minibatch"
+    assert model.options.value_loss == "sb3" and model.normalize_advantage == "minibatch"
     assert type(model.rollout_buffer) is XPPORecurrentRolloutBuffer
     for m in (parent, model):
         m.set_random_seed(3)

@@ -56,11 +56,11 @@ def test_xppo_with_the_preset_trains_saves_and_loads(tmp_path):
     # the earlier preset (RPO on top for Box actions), as its docstring gives it
     model = XPPO("MlpPolicy", env, **xppo_recommended(env, policy_kwargs=dict(rpo_alpha=0.5), **TINY))
     model.learn(64)
-    assert model.normalize_values and isinstance(model.policy.value_net, ValueNormalizer)
+    assert model.options.normalize_values and isinstance(model.policy.value_net, ValueNormalizer)
     assert model.policy.rpo_alpha == 0.5
     model.save(tmp_path / "model")
     loaded = XPPO.load(tmp_path / "model", env=env)
-    assert loaded.normalize_values and loaded.policy.rpo_alpha == 0.5
+    assert loaded.options.normalize_values and loaded.policy.rpo_alpha == 0.5
     obs = env.reset()
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
 
@@ -69,5 +69,5 @@ def test_the_contrib_algorithms_take_the_preset():
     masked = InvalidActionEnvDiscrete(dim=4, n_invalid_actions=1)
     MaskableXPPO("MlpPolicy", masked, **xppo_recommended(masked, **TINY)).learn(32)
     recurrent = RecurrentXPPO("MlpLstmPolicy", "Pendulum-v1", **xppo_recommended("Pendulum-v1", **TINY))
-    assert recurrent.normalize_values and recurrent.policy.rpo_alpha == 0.0
+    assert recurrent.options.normalize_values and recurrent.policy.rpo_alpha == 0.0
     recurrent.learn(32)

@@ -110,7 +110,7 @@ def test_save_load_round_trip(tmp_path):
     model = XPPO("MlpPolicy", "Pendulum-v1", normalize_values=True, **TINY).learn(64)
     model.save(tmp_path / "model")
     loaded = XPPO.load(tmp_path / "model", device="cpu")
-    assert loaded.normalize_values
+    assert loaded.options.normalize_values
     th.testing.assert_close(loaded.policy.value_net.mean, model.policy.value_net.mean, rtol=0, atol=0)
     obs = th.randn(4, 3)
     th.testing.assert_close(loaded.policy.predict_values(obs), model.policy.predict_values(obs), rtol=0, atol=0)

@@ -70,8 +70,8 @@ def test_clip_range_vf_bites():
     with pytest.warns(UserWarning, match="clip_range_vf is ignored"):
         unclipped = XPPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, value_loss="mse", **config)
     assert not params_equal(ppo.policy, unclipped.learn(64).policy)
-    assert XPPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).value_loss == "sb3"
-    assert XPPO("MlpPolicy", "Pendulum-v1", **config).value_loss == "mse"
+    assert XPPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).options.value_loss == "sb3"
+    assert XPPO("MlpPolicy", "Pendulum-v1", **config).options.value_loss == "mse"
 
 
 def test_ppo_checkpoint_with_clip_range_vf_trains_as_ppo(tmp_path):
@@ -80,14 +80,14 @@ def test_ppo_checkpoint_with_clip_range_vf_trains_as_ppo(tmp_path):
     PPO("MlpPolicy", "Pendulum-v1", clip_range_vf=1e-3, **config).learn(32).save(tmp_path / "ppo")
     ppo = PPO.load(tmp_path / "ppo", env=make_vec_env("Pendulum-v1", seed=0), device="cpu")
     xppo = XPPO.load(tmp_path / "ppo", env=make_vec_env("Pendulum-v1", seed=0), device="cpu")
-    assert xppo.value_loss == "sb3"
+    assert xppo.options.value_loss == "sb3"
     for model in (ppo, xppo):
         model.set_random_seed(3)
         model.learn(64, reset_num_timesteps=False)
     assert params_equal(ppo.policy, xppo.policy)
     # and saved again by XPPO, the resolved value loss comes back
     xppo.save(tmp_path / "xppo")
-    assert XPPO.load(tmp_path / "xppo", device="cpu").value_loss == "sb3"
+    assert XPPO.load(tmp_path / "xppo", device="cpu").options.value_loss == "sb3"
 
 
 def test_reproduces_ppo_when_a_linear_clip_schedule_overshoots_the_budget():
@@ -414,8 +414,8 @@ def test_mse_with_clip_range_vf_warns():
 
 
 def test_log_ratio_clamp_forms():
-    assert XPPO("MlpPolicy", "CartPole-v1", log_ratio_clamp=2).log_ratio_clamp == (-2.0, 2.0)
-    assert XPPO("MlpPolicy", "CartPole-v1", log_ratio_clamp=[-1, 3]).log_ratio_clamp == (-1.0, 3.0)
+    assert XPPO("MlpPolicy", "CartPole-v1", log_ratio_clamp=2).options.log_ratio_clamp == (-2.0, 2.0)
+    assert XPPO("MlpPolicy", "CartPole-v1", log_ratio_clamp=[-1, 3]).options.log_ratio_clamp == (-1.0, 3.0)
 
 
 def test_log_ratio_clamp_bounds_the_ratio():
@@ -530,8 +530,7 @@ def test_save_load_every_space_and_loss(tmp_path, env_name, options):
     assert params_equal(model.policy, loaded.policy)
     for obs, action in zip(observations, actions, strict=True):
         assert np.array_equal(loaded.predict(obs, deterministic=True)[0], action)
-    for key in ["actor_loss", "value_loss", "dual_clip", "delightful", "log_ratio_clamp", "normalize_advantage"]:
-        assert getattr(loaded, key) == getattr(model, key), key
+    assert loaded.options == model.options and loaded.normalize_advantage == model.normalize_advantage
     assert loaded.clip_range(0.5) == model.clip_range(0.5)
     assert type(loaded.rollout_buffer) is type(model.rollout_buffer)
     loaded.learn(16)
@@ -550,7 +549,7 @@ def test_xppo_loads_ppo_checkpoint(tmp_path):
     ppo.save(tmp_path / "ppo")
     xppo = XPPO.load(tmp_path / "ppo", env=identity_box(), device="cpu")
     assert params_equal(ppo.policy, xppo.policy)
-    assert xppo.actor_loss == "clip" and xppo.normalize_advantage == "minibatch"
+    assert xppo.options.actor_loss == "clip" and xppo.normalize_advantage == "minibatch"
     obs = np.array([0.3], dtype=np.float32)
     assert np.array_equal(ppo.predict(obs, deterministic=True)[0], xppo.predict(obs, deterministic=True)[0])
     # Training on continues exactly as PPO's would

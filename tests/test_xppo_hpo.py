@@ -53,7 +53,7 @@ def test_a_skipped_minibatch_leaves_the_actor_alone(algo, policy, actor_loss):
 def test_without_min_advantage_std_the_clip_loss_logs_no_skipping():
     model = XPPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2, seed=0), **TINY).learn(64)
     assert "train/skipped_minibatch_fraction" not in model.logger.name_to_value
-    assert model.min_advantage_std is None
+    assert model.options.min_advantage_std is None
 
 
 def test_hpo_options_are_checked_at_construction():
@@ -74,6 +74,6 @@ def test_hpo_saves_and_loads(tmp_path):
     model = XPPO("MlpPolicy", "CartPole-v1", actor_loss="hpo", min_advantage_std=1e-3, **TINY).learn(64)
     model.save(tmp_path / "model")
     loaded = XPPO.load(tmp_path / "model")
-    assert loaded.actor_loss == "hpo" and loaded.min_advantage_std == 1e-3
+    assert loaded.options.actor_loss == "hpo" and loaded.options.min_advantage_std == 1e-3
     loaded.set_env(make_vec_env("CartPole-v1", n_envs=1, seed=1))
     loaded.learn(64)

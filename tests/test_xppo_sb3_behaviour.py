@@ -237,9 +237,9 @@ def test_set_env(tmp_path):
 
 def test_exclude_include_saved_params(tmp_path):
     model = XPPO("MlpPolicy", IdentityEnvBox(), policy_kwargs=dict(net_arch=[16]), verbose=2, actor_loss="spo")
-    model.save(tmp_path / "test_save", exclude=["verbose", "actor_loss"])
+    model.save(tmp_path / "test_save", exclude=["verbose", "options"])
     model = XPPO.load(str(tmp_path / "test_save.zip"))
-    assert model.verbose != 2 and model.actor_loss == "clip"
+    assert model.verbose != 2 and model.options.actor_loss == "clip"
     model.verbose = 2
     model.save(tmp_path / "test_save", exclude=["verbose"], include=["verbose"])
     model = XPPO.load(str(tmp_path / "test_save.zip"), custom_objects=dict(learning_rate=2e-5, dummy=1.0))
@@ -469,7 +469,11 @@ def test_train_eval_mode():
 
 class HParamCallback(BaseCallback):
     def _on_training_start(self) -> None:
-        hparams = {"algorithm": self.model.__class__.__name__, "actor_loss": self.model.actor_loss, "gamma": self.model.gamma}
+        hparams = {
+            "algorithm": self.model.__class__.__name__,
+            "actor_loss": self.model.options.actor_loss,
+            "gamma": self.model.gamma,
+        }
         self.logger.record("hparams", HParam(hparams, {"rollout/ep_len_mean": 0}), exclude=("stdout", "log", "json", "csv"))
 
     def _on_step(self) -> bool:

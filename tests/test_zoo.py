@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +21,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_xppo
-from sb3_xppo import XPPO, zoo
+from sb3_xppo import XPPO, XPPOOptions, zoo
 from sb3_xppo.enjoy import main as enjoy_main
 from sb3_xppo.train import main as train_main
 
@@ -46,6 +47,11 @@ PLAIN_KEYWORDS = (
     "sde_sample_freq",
     "normalize_values",
 )
+
+
+def keyword_value(model: Any, key: str) -> Any:
+    """A constructor keyword's value on the model: an XPPO option's in ``model.options``, a PPO keyword's on it."""
+    return getattr(model.options if key in XPPOOptions.names() else model, key)
 
 
 def run_module(module: str, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -147,9 +153,9 @@ def test_every_config_entry_builds_an_xppo_through_rl_zoo3(env_id: str, tmp_path
     assert model.n_envs == entry.get("n_envs", 1)
     for key in PLAIN_KEYWORDS:
         if key in entry:
-            assert getattr(model, key) == entry[key], key
+            assert keyword_value(model, key) == entry[key], key
     if "reward_groups" in entry:
-        assert list(model.reward_groups) == entry["reward_groups"]
+        assert list(model.options.reward_groups) == entry["reward_groups"]
     if "rpo_alpha" in str(entry.get("policy_kwargs", "")):  # an XPPO policy option reaches the policy
         assert model.policy.rpo_alpha == eval(entry["policy_kwargs"])["rpo_alpha"]
     assert isinstance(model.get_env(), VecNormalize) == bool(entry.get("normalize", False))
@@ -186,7 +192,7 @@ def test_sampler_draws_xppo_options_and_the_converter_agrees() -> None:
         assert zoo.convert_xppo_params(trial.params) == params
         assert 0 < params["gamma"] < 1 and params["n_steps"] == 2 ** trial.params["n_steps_pow"]
         model = XPPO("MlpPolicy", "CartPole-v1", device="cpu", **params)
-        assert (model.actor_loss, model.value_loss) == (params["actor_loss"], params["value_loss"])
+        assert (model.options.actor_loss, model.options.value_loss) == (params["actor_loss"], params["value_loss"])
         seen.add(params["actor_loss"])
         study.tell(trial, 0.0)
     assert len(seen) > 1
@@ -369,5 +375,5 @@ def test_optimize_two_trials_against_an_rdb_storage(tmp_path: Path, monkeypatch,
     train_main(["--env", "CartPole-v1", "--storage", storage, "--study-name", "xppo-test", "--trial-id", "1"])
     (model_path,) = tmp_path.glob("logs/xppo/CartPole-v1_*/CartPole-v1.zip")  # -optimize saves no model
     model = XPPO.load(model_path)
-    assert (model.actor_loss, model.value_loss) == (trial.params["actor_loss"], trial.params["value_loss"])
+    assert (model.options.actor_loss, model.options.value_loss) == (trial.params["actor_loss"], trial.params["value_loss"])
     assert model.n_steps == 2 ** trial.params["n_steps_pow"]

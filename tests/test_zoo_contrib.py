@@ -25,7 +25,7 @@ from sb3_contrib import MaskablePPO, RecurrentPPO
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
-from test_zoo import PLAIN_KEYWORDS, run_module
+from test_zoo import PLAIN_KEYWORDS, keyword_value, run_module
 
 from sb3_xppo import MaskableRecurrentXPPO, MaskableXPPO, RecurrentXPPO, zoo
 from sb3_xppo.enjoy import main as enjoy_main
@@ -137,7 +137,7 @@ def test_config_entries_build_through_rl_zoo3(algo: str, env_id: str, tmp_path: 
     assert model.n_envs == entry.get("n_envs", 1)
     for key in PLAIN_KEYWORDS:
         if key in entry:
-            assert getattr(model, key) == entry[key], key
+            assert keyword_value(model, key) == entry[key], key
     assert isinstance(model.get_env(), VecNormalize) == bool(entry.get("normalize", False))
     model.env.close()
 
@@ -183,7 +183,7 @@ def test_lstm_sampler_is_rl_zoo3s_recurrent_space_plus_xppo_choices(monkeypatch:
         assert set(zoo.XPPO_SEARCH_KEYS) <= set(trial.params)
         assert zoo.convert_xppo_params(trial.params) == params
         model = RecurrentXPPO("MlpLstmPolicy", "CartPoleNoVel-v1", device="cpu", **params)
-        assert (model.actor_loss, model.value_loss) == (params["actor_loss"], params["value_loss"])
+        assert (model.options.actor_loss, model.options.value_loss) == (params["actor_loss"], params["value_loss"])
         study.tell(trial, 0.0)
     assert len(calls) == 3
 

@@ -1,9 +1,9 @@
 """
-XPPO's keywords, declared once for :class:`~sb3_xppo.XPPO`, :class:`~sb3_xppo.MaskableXPPO` and
-:class:`~sb3_xppo.RecurrentXPPO`: :data:`XPPO_OPTIONS` holds each keyword's name, default, type hint, documentation
-and check. Each algorithm writes the keywords out in its ``__init__`` (for IDEs and ``inspect.signature``;
-tests/test_option_declarations.py holds the signatures to the declaration), hands them to :func:`check_xppo_options`
-through :func:`xppo_arguments`, and gets their docs and class-attribute defaults from :func:`declare_xppo_options`.
+XPPO's options, declared once: :class:`XPPOOptions` is a frozen dataclass whose fields are the options, each with
+its type, default, documentation and check (:func:`option`). Every XPPO algorithm takes them as plain keywords or as
+``options=XPPOOptions(...)``, checks them with :meth:`XPPOOptions.checked` and keeps them as ``model.options``.
+The choices (loss names, which actor losses take a dual clip) are this module's constants, which the rl-zoo3 search
+space imports.
 
 Validation, one style for all: ``check_*`` raises a ``ValueError`` naming the keyword and the allowed values (a
 ``TypeError`` for ``fast_paths``, a switch given something other than a bool) at construction, before any env or
@@ -14,7 +14,7 @@ import inspect
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -32,33 +32,14 @@ ADVANTAGE_NORMALIZATIONS = ("minibatch", "rollout", False)
 GROUP_VALUE_WEIGHTS = ("equal", "squared")
 #: ``group_gradients``: how the actor's gradient of several reward groups is formed (None: from the combined advantages)
 GROUP_GRADIENTS = (None, "pcgrad")
+#: the actor losses that take ``dual_clip``: with SPO and HPO the bound would remove their restoring gradient
+DUAL_CLIP_ACTOR_LOSSES = ("clip",)
 #: the ``group_reduce`` values that are a weighted sum of the groups' advantages, which ``group_gradients`` splits
 LINEAR_GROUP_REDUCES = ("mean", "sum")
 
 #: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
-#: ``checked`` holds PPO's ``clip_range``, ``clip_range_vf`` and ``normalize_advantage`` and the options declared
-#: before, canonical
+#: ``checked`` holds PPO's ``clip_range`` and ``clip_range_vf`` and the options declared before, canonical
 OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
-
-
-@dataclass(frozen=True)
-class XPPOOption:
-    """
-    One keyword that XPPO adds to its parent algorithm.
-
-    :param name: the keyword, also the model's attribute
-    :param default: its default in every constructor; also the algorithms' class attribute, which a model saved
-        before the keyword existed reads
-    :param annotation: its type hint in every constructor
-    :param doc: its ``:param:`` text in every algorithm's docstring (reST, citing the paper)
-    :param check: its check (:data:`OptionCheck`)
-    """
-
-    name: str
-    default: Any
-    annotation: Any
-    doc: str
-    check: OptionCheck
 
 
 def as_bool(value: Any, checked: Mapping[str, Any]) -> bool:
@@ -70,9 +51,9 @@ def check_actor_loss(actor_loss: Any, checked: Mapping[str, Any]) -> str:
     return check_choice("actor_loss", actor_loss, ACTOR_LOSSES)
 
 
-def check_value_loss(value_loss: Any, checked: Mapping[str, Any]) -> str | None:
+def check_value_loss(value_loss: Any, checked: Mapping[str, Any]) -> str:
     if value_loss is None:
-        return None
+        return resolve_value_loss(None, checked["clip_range_vf"])
     check_choice("value_loss", value_loss, VALUE_LOSSES)
     if value_loss in CLIPPING_VALUE_LOSSES and checked["clip_range_vf"] is None:
         raise ValueError(
@@ -92,7 +73,7 @@ def check_dual_clip(dual_clip: Any, checked: Mapping[str, Any]) -> float | None:
     if not is_number(dual_clip) or dual_clip <= 1:
         raise ValueError(f"dual_clip must be None or a number > 1 (Ye et al. 2020), got {dual_clip!r}")
     actor_loss = checked["actor_loss"]
-    if actor_loss != "clip":
+    if actor_loss not in DUAL_CLIP_ACTOR_LOSSES:
         # SPO's objective r A - |A| (r - 1)^2 / (2 eps) falls below c A long before r reaches c, and the bound then
         # replaces it: at r = 2, A = -1, eps = 0.2, c = 3 the loss's gradient in r is 0 instead of 1 + 1 / 0.2 = 6
         if actor_loss == "hpo":
@@ -141,17 +122,23 @@ def check_log_ratio_clamp_option(log_ratio_clamp: Any, checked: Mapping[str, Any
     if clamp is not None and checked["actor_loss"] == "hpo":
         # HPO's targets reach +-2 eps: a tighter clamp would hold the log-ratio short of them (its first value: a
         # schedule of the clip range starts at its largest, progress_remaining = 1)
-        clip_range = checked.get("clip_range")
-        ranges = [
-            r(1.0) if callable(r) else r for r in (clip_range if isinstance(clip_range, (tuple, list)) else [clip_range])
-        ]
-        eps = max(float(r) for r in ranges if r is not None) if ranges and None not in ranges else None
-        if eps is not None and not (clamp[0] <= -2 * eps and clamp[1] >= 2 * eps):
+        eps = max(starting_clip_ranges(checked["clip_range"]))
+        if not (clamp[0] <= -2 * eps and clamp[1] >= 2 * eps):
             raise ValueError(
                 f"log_ratio_clamp={log_ratio_clamp!r} with actor_loss='hpo' must contain (-2 eps, 2 eps) = "
                 f"({-2 * eps:g}, {2 * eps:g}), the reach of HPO's targets (eps: the largest clip range)"
             )
     return clamp
+
+
+def starting_clip_ranges(clip_range: Any) -> list[float]:
+    """
+    :param clip_range: a float, a schedule, a ``(low, high)`` pair of those, or a schedule of pairs
+    :return: the clip ranges at the start of training (``progress_remaining = 1``)
+    """
+    value = clip_range(1.0) if callable(clip_range) else clip_range
+    values = value if isinstance(value, (tuple, list)) else [value]
+    return [float(v(1.0) if callable(v) else v) for v in values]
 
 
 def check_reward_groups(reward_groups: Any, checked: Mapping[str, Any]) -> list[str] | None:
@@ -228,8 +215,7 @@ def check_group_value_weights(group_value_weights: Any, checked: Mapping[str, An
     names = checked["reward_groups"]
     if names is None:
         raise ValueError("group_value_weights needs reward_groups (the number of reward groups or their names)")
-    scalarize = not checked["normalize_groups"] and not checked["normalize_values"]
-    resolve_group_value_weights(group_value_weights, checked["group_weights"], len(names), scalarize)
+    group_value_weight_values(group_value_weights, checked["group_weights"], len(names))
     return group_value_weights if isinstance(group_value_weights, str) else [float(w) for w in group_value_weights]
 
 
@@ -268,223 +254,264 @@ def check_fast_paths(fast_paths: Any, checked: Mapping[str, Any]) -> bool:
     return bool(fast_paths)
 
 
-#: The keywords XPPO adds to its parent algorithm, by name, in the order of the constructors' signatures. The PPO
-#: keywords XPPO reads differently (``clip_range``'s pair, ``normalize_advantage``'s ``'rollout'``) stay the parent's.
-XPPO_OPTIONS: dict[str, XPPOOption] = {
-    option.name: option
-    for option in (
-        XPPOOption(
-            "actor_loss",
-            "clip",
-            str,
-            "``'clip'`` (PPO's clipped surrogate, Schulman et al. 2017), ``'spo'`` (Simple Policy Optimization, "
-            "Xie et al. 2025, https://arxiv.org/abs/2401.16025), ``'asymmetric_spo'`` (PPO's clip where the "
-            "advantage is positive, SPO where it is not) or ``'hpo'`` (a Huber loss pulling the log-ratio to the "
-            "target ``eps * clamp(A, -2, 2)``, weighted by ``|A|``, after Target Policy Optimization, Kaddour 2026, "
-            "https://arxiv.org/abs/2604.06159; :func:`~sb3_xppo.functional.hpo_actor_loss`)",
-            check_actor_loss,
-        ),
-        XPPOOption(
-            "value_loss",
-            None,
-            str | None,
-            "None (default, PPO's meaning: ``'sb3'`` when ``clip_range_vf`` is set, else ``'mse'``; also after "
-            "``load()`` of a PPO checkpoint), ``'mse'`` (no clipping), ``'sb3'`` (PPO's: MSE of the clipped "
-            "prediction only), ``'clipped'`` (max of the clipped and unclipped MSE, Schulman et al. 2017), "
-            "``'improved'`` (Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient) or "
-            "``'hl_gauss'`` (a classification critic, Farebrother et al. 2024; its support is "
-            "``policy_kwargs=dict(hl_gauss=...)``). The clipping losses need ``clip_range_vf``.",
-            check_value_loss,
-        ),
-        XPPOOption(
-            "dual_clip",
-            None,
-            float | None,
-            "None, or the dual clip constant ``c > 1``: for negative advantages the loss is bounded by ``-c * A`` "
-            "however large the ratio grows (Ye et al. 2020, Mastering Complex Control in MOBA Games with Deep "
-            "Reinforcement Learning). ``actor_loss='clip'`` only: with SPO the bound would become active long before "
-            "the ratio reaches ``c`` and remove SPO's restoring gradient.",
-            check_dual_clip,
-        ),
-        XPPOOption(
-            "delightful",
-            False,
-            bool,
-            "gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (delightful policy gradient, "
-            "Osband 2026, https://arxiv.org/abs/2603.14608)",
-            as_bool,
-        ),
-        XPPOOption("delight_temp", 1.0, float, "temperature of the delightful gate, > 0", check_delight_temp),
-        XPPOOption(
-            "log_ratio_clamp",
-            None,
-            float | tuple[float, float] | None,
-            "None, or clamp ``log_prob - old_log_prob`` before ``exp`` to ``(-c, c)`` for a float ``c`` or to a "
-            "``(low, high)`` pair",
-            check_log_ratio_clamp_option,
-        ),
-        XPPOOption(
-            "min_advantage_std",
-            None,
-            float | None,
-            "skip a minibatch whose advantages carry no signal: its actor loss is multiplied by 0 when their variance "
-            "is ``<= min_advantage_std ** 2`` (DAPO's dynamic sampling, Yu et al. 2025, "
-            "https://arxiv.org/abs/2503.14476). None: the actor loss's own default, 1e-6 for ``'hpo'``, no skipping "
-            "for the others. Logged as ``train/skipped_minibatch_fraction`` when on",
-            check_min_advantage_std,
-        ),
-        XPPOOption(
-            "adaptive_kl",
-            None,
-            float | dict[str, float] | None,
-            "None (off), or the KL-adaptive learning rate (rsl_rl's rule, Rudin et al. 2022, Learning to Walk in "
-            "Minutes Using Massively Parallel Deep RL, https://arxiv.org/abs/2109.11978): after each epoch the "
-            "learning rate is divided by ``factor`` when the epoch's mean approximate KL is above ``2 * target``, "
-            "multiplied by it when below ``target / 2``, and kept in ``[lr_min, lr_max]``. A float is the "
-            "``target``; a dict gives any of ``target`` (0.01), ``factor`` (1.5), ``lr_min`` (1e-5), ``lr_max`` "
-            "(1e-2), also as a string (``'dict(target=0.02)'``, rl-zoo3 yml); True: the defaults. It starts from "
-            "``learning_rate`` (a schedule's value at progress 1; the schedule is not read after that), is saved "
-            "with the model as ``adaptive_kl_lr`` and logged as ``train/learning_rate``. ``target_kl`` keeps its "
-            "early stopping; the two combine.",
-            check_adaptive_kl_option,
-        ),
-        XPPOOption(
-            "reward_groups",
-            None,
-            int | Sequence[str] | None,
-            "None (one critic, the scalar reward), or the number ``G`` of reward groups or their names: one critic "
-            "per group (Mysore et al. 2022, Multi-Critic Actor Learning). Each step's group rewards are read from "
-            "``info[vector_reward_key]`` (a length-``G`` vector, MO-Gymnasium's convention; see "
-            ":class:`~sb3_xppo.multi_critic.RewardGroups`), the policy becomes its multi-critic variant "
-            "(:class:`~sb3_xppo.multi_critic.MultiCriticPolicy`; ``policy_kwargs=dict(separate_critics=True)`` gives "
-            "each group its own value network) and the buffer its multi-critic one "
-            "(:class:`~sb3_xppo.multi_critic.MultiCriticRolloutBuffer`, GAE per group). Logs "
-            "``train/value_loss/<group>`` and ``train/explained_variance/<group>``.",
-            check_reward_groups,
-        ),
-        XPPOOption(
-            "group_weights",
-            None,
-            Sequence[float] | None,
-            "``G`` weights >= 0 of the groups' advantages (None: all equal)",
-            check_group_weights,
-        ),
-        XPPOOption(
-            "group_reduce",
-            "mean",
-            str | Callable[[th.Tensor], th.Tensor],
-            "how the weighted group advantages are combined: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``), ``'sum'``, "
-            "``'max'``, ``'min'`` or a callable (see :func:`~sb3_xppo.functional.combine_grouped_advantages`)",
-            check_group_reduce,
-        ),
-        XPPOOption(
-            "normalize_groups",
-            True,
-            bool,
-            "z-score each group's advantages over the rollout before weighting them, so that no reward term's scale "
-            "drowns the others",
-            as_bool,
-        ),
-        XPPOOption(
-            "vector_reward_key",
-            "vector_reward",
-            str,
-            "the info key holding each step's reward vector",
-            check_vector_reward_key,
-        ),
-        XPPOOption(
-            "normalize_values",
-            False,
-            bool,
-            "PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each critic output "
-            "regresses returns normalized by running statistics (per reward group), the last layer is rescaled so "
-            "that values in return units are preserved when the statistics move, and the value losses (and "
-            "``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as "
-            "``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)",
-            check_normalize_values,
-        ),
-        XPPOOption(
-            "group_value_weights",
-            None,
-            str | Sequence[float] | None,
-            "the weight of each group's value loss in the critics' sum: ``'squared'`` (``group_weights[g] ** 2``: "
-            "the critics' loss in the scalar reward's units, each critic's error counted as much as it moves "
-            "``sum_g w_g V_g``), ``'equal'``, or ``G`` weights >= 0. None (default): ``'squared'`` in \"scalarize\" "
-            "mode (``normalize_groups=False``) without ``normalize_values``, else ``'equal'`` "
-            "(:func:`~sb3_xppo.common.options.resolve_group_value_weights`)",
-            check_group_value_weights,
-        ),
-        XPPOOption(
-            "group_gradients",
-            None,
-            str | None,
-            "how the actor's gradient of several reward groups is formed: None (default) from the combined advantages; "
-            "``'pcgrad'``: one actor loss per group, on that group's term of the combined advantage (its "
-            "normalized advantage times its weight, over the weights' sum with ``group_reduce='mean'``; the terms sum "
-            "to the combined advantage), and the groups' gradients on the parameters their losses reach (the actor's, "
-            "and a shared trunk's) projected off each other where they conflict, then summed (PCGrad, Yu et al. 2020, "
-            "Gradient Surgery for Multi-Task Learning, arXiv:2001.06782; "
-            ":func:`~sb3_xppo.functional.pcgrad_combine`). Needs ``reward_groups`` and ``group_reduce`` ``'mean'`` or "
-            "``'sum'``; costs one backward pass through the actor per group; logs ``train/pcgrad_conflict_fraction``",
-            check_group_gradients,
-        ),
-        XPPOOption(
-            "fast_paths",
-            True,
-            bool,
-            "XPPO's fast paths (the rollout's forward passes under ``torch.inference_mode``, distributions built "
-            "without argument validation where the inputs are known finite, the flat Adam step); False runs torch's "
-            "and SB3's own paths everywhere. The results are the same bits either way.",
-            check_fast_paths,
-        ),
+def option(default: Any, doc: str, check: OptionCheck) -> Any:
+    """
+    One XPPO option, a field of :class:`XPPOOptions`.
+
+    :param default: its default (also what a model saved before the option existed reads)
+    :param doc: its ``:param:`` text (reST, citing the paper)
+    :param check: its check (:data:`OptionCheck`)
+    :return: the dataclass field
+    """
+    return field(default=default, metadata={"doc": doc, "check": check})
+
+
+SelfOptions = TypeVar("SelfOptions", bound="XPPOOptions")
+
+
+@dataclass(frozen=True)
+class XPPOOptions:
+    """
+    Every option XPPO adds to its parent algorithm, in one typed, frozen object: ``model.options``.
+
+    Give them as plain keywords, ``XPPO("MlpPolicy", env, actor_loss="spo")``, or as this object,
+    ``XPPO("MlpPolicy", env, options=XPPOOptions(actor_loss="spo"))``; a plain keyword overrides the object's field.
+    The algorithm checks them (:meth:`checked`) in its constructor, before any env or network is built, and again
+    after ``load()``; the model reads them as ``model.options.actor_loss``. The PPO keywords XPPO reads differently
+    (``clip_range``'s ``(low, high)`` pair, ``normalize_advantage``'s ``'rollout'``) stay the parent's.
+    """
+
+    actor_loss: str = option(
+        "clip",
+        "``'clip'`` (PPO's clipped surrogate, Schulman et al. 2017), ``'spo'`` (Simple Policy Optimization, "
+        "Xie et al. 2025, https://arxiv.org/abs/2401.16025), ``'asymmetric_spo'`` (PPO's clip where the "
+        "advantage is positive, SPO where it is not) or ``'hpo'`` (a Huber loss pulling the log-ratio to the "
+        "target ``eps * clamp(A, -2, 2)``, weighted by ``|A|``, after Target Policy Optimization, Kaddour 2026, "
+        "https://arxiv.org/abs/2604.06159; :func:`~sb3_xppo.functional.hpo_actor_loss`)",
+        check_actor_loss,
     )
-}
+
+    value_loss: str | None = option(
+        None,
+        "None (default, PPO's meaning: ``'sb3'`` when ``clip_range_vf`` is set, else ``'mse'``; also after "
+        "``load()`` of a PPO checkpoint), ``'mse'`` (no clipping), ``'sb3'`` (PPO's: MSE of the clipped "
+        "prediction only), ``'clipped'`` (max of the clipped and unclipped MSE, Schulman et al. 2017), "
+        "``'improved'`` (Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient) or "
+        "``'hl_gauss'`` (a classification critic, Farebrother et al. 2024; its support is "
+        "``policy_kwargs=dict(hl_gauss=...)``). The clipping losses need ``clip_range_vf``.",
+        check_value_loss,
+    )
+
+    dual_clip: float | None = option(
+        None,
+        "None, or the dual clip constant ``c > 1``: for negative advantages the loss is bounded by ``-c * A`` "
+        "however large the ratio grows (Ye et al. 2020, Mastering Complex Control in MOBA Games with Deep "
+        "Reinforcement Learning). ``actor_loss='clip'`` only: with SPO the bound would become active long before "
+        "the ratio reaches ``c`` and remove SPO's restoring gradient.",
+        check_dual_clip,
+    )
+
+    delightful: bool = option(
+        False,
+        "gate each advantage by ``sigmoid(-log_prob * A / delight_temp)`` (delightful policy gradient, "
+        "Osband 2026, https://arxiv.org/abs/2603.14608)",
+        as_bool,
+    )
+
+    delight_temp: float = option(
+        1.0,
+        "temperature of the delightful gate, > 0",
+        check_delight_temp,
+    )
+
+    log_ratio_clamp: float | tuple[float, float] | None = option(
+        None,
+        "None, or clamp ``log_prob - old_log_prob`` before ``exp`` to ``(-c, c)`` for a float ``c`` or to a "
+        "``(low, high)`` pair",
+        check_log_ratio_clamp_option,
+    )
+
+    min_advantage_std: float | None = option(
+        None,
+        "skip a minibatch whose advantages carry no signal: its actor loss is multiplied by 0 when their variance "
+        "is ``<= min_advantage_std ** 2`` (DAPO's dynamic sampling, Yu et al. 2025, "
+        "https://arxiv.org/abs/2503.14476). None: the actor loss's own default, 1e-6 for ``'hpo'``, no skipping "
+        "for the others. Logged as ``train/skipped_minibatch_fraction`` when on",
+        check_min_advantage_std,
+    )
+
+    adaptive_kl: float | dict[str, float] | None = option(
+        None,
+        "None (off), or the KL-adaptive learning rate (rsl_rl's rule, Rudin et al. 2022, Learning to Walk in "
+        "Minutes Using Massively Parallel Deep RL, https://arxiv.org/abs/2109.11978): after each epoch the "
+        "learning rate is divided by ``factor`` when the epoch's mean approximate KL is above ``2 * target``, "
+        "multiplied by it when below ``target / 2``, and kept in ``[lr_min, lr_max]``. A float is the "
+        "``target``; a dict gives any of ``target`` (0.01), ``factor`` (1.5), ``lr_min`` (1e-5), ``lr_max`` "
+        "(1e-2), also as a string (``'dict(target=0.02)'``, rl-zoo3 yml); True: the defaults. It starts from "
+        "``learning_rate`` (a schedule's value at progress 1; the schedule is not read after that), is saved "
+        "with the model as ``adaptive_kl_lr`` and logged as ``train/learning_rate``. ``target_kl`` keeps its "
+        "early stopping; the two combine.",
+        check_adaptive_kl_option,
+    )
+
+    reward_groups: int | Sequence[str] | None = option(
+        None,
+        "None (one critic, the scalar reward), or the number ``G`` of reward groups or their names: one critic "
+        "per group (Mysore et al. 2022, Multi-Critic Actor Learning). Each step's group rewards are read from "
+        "``info[vector_reward_key]`` (a length-``G`` vector, MO-Gymnasium's convention; see "
+        ":class:`~sb3_xppo.multi_critic.RewardGroups`), the policy becomes its multi-critic variant "
+        "(:class:`~sb3_xppo.multi_critic.MultiCriticPolicy`; ``policy_kwargs=dict(separate_critics=True)`` gives "
+        "each group its own value network) and the buffer its multi-critic one "
+        "(:class:`~sb3_xppo.multi_critic.MultiCriticRolloutBuffer`, GAE per group). Logs "
+        "``train/value_loss/<group>`` and ``train/explained_variance/<group>``.",
+        check_reward_groups,
+    )
+
+    group_weights: Sequence[float] | None = option(
+        None,
+        "``G`` weights >= 0 of the groups' advantages (None: all equal)",
+        check_group_weights,
+    )
+
+    group_reduce: str | Callable[[th.Tensor], th.Tensor] = option(
+        "mean",
+        "how the weighted group advantages are combined: ``'mean'`` (``sum_g w_g A_g / sum_g w_g``), ``'sum'``, "
+        "``'max'``, ``'min'`` or a callable (see :func:`~sb3_xppo.functional.combine_grouped_advantages`)",
+        check_group_reduce,
+    )
+
+    normalize_groups: bool = option(
+        True,
+        "z-score each group's advantages over the rollout before weighting them, so that no reward term's scale "
+        "drowns the others",
+        as_bool,
+    )
+
+    vector_reward_key: str = option(
+        "vector_reward",
+        "the info key holding each step's reward vector",
+        check_vector_reward_key,
+    )
+
+    normalize_values: bool = option(
+        False,
+        "PopArt value normalization (van Hasselt et al. 2016; Andrychowicz et al. 2021): each critic output "
+        "regresses returns normalized by running statistics (per reward group), the last layer is rescaled so "
+        "that values in return units are preserved when the statistics move, and the value losses (and "
+        "``clip_range_vf``) are in normalized units. The statistics are saved with the model; logged as "
+        "``train/value_mean`` and ``train/value_std`` (``/<group>`` per reward group)",
+        check_normalize_values,
+    )
+
+    group_value_weights: str | Sequence[float] | None = option(
+        None,
+        "the weight of each group's value loss in the critics' sum: ``'squared'`` (``group_weights[g] ** 2``: "
+        "the critics' loss in the scalar reward's units, each critic's error counted as much as it moves "
+        "``sum_g w_g V_g``), ``'equal'``, or ``G`` weights >= 0. None (default): ``'squared'`` in \"scalarize\" "
+        "mode (``normalize_groups=False``) without ``normalize_values``, else ``'equal'`` "
+        "(:func:`~sb3_xppo.common.options.resolve_group_value_weights`)",
+        check_group_value_weights,
+    )
+
+    group_gradients: str | None = option(
+        None,
+        "how the actor's gradient of several reward groups is formed: None (default) from the combined advantages; "
+        "``'pcgrad'``: one actor loss per group, on that group's term of the combined advantage (its "
+        "normalized advantage times its weight, over the weights' sum with ``group_reduce='mean'``; the terms sum "
+        "to the combined advantage), and the groups' gradients on the parameters their losses reach (the actor's, "
+        "and a shared trunk's) projected off each other where they conflict, then summed (PCGrad, Yu et al. 2020, "
+        "Gradient Surgery for Multi-Task Learning, arXiv:2001.06782; "
+        ":func:`~sb3_xppo.functional.pcgrad_combine`). Needs ``reward_groups`` and ``group_reduce`` ``'mean'`` or "
+        "``'sum'``; costs one backward pass through the actor per group; logs ``train/pcgrad_conflict_fraction``",
+        check_group_gradients,
+    )
+
+    fast_paths: bool = option(
+        True,
+        "XPPO's fast paths (the rollout's forward passes under ``torch.inference_mode``, distributions built "
+        "without argument validation where the inputs are known finite, the flat Adam step); False runs torch's "
+        "and SB3's own paths everywhere. The results are the same bits either way.",
+        check_fast_paths,
+    )
+
+    @classmethod
+    def from_keywords(cls: type[SelfOptions], options: "XPPOOptions | None", keywords: dict[str, Any]) -> SelfOptions:
+        """
+        The options of a constructor call: ``options``' fields, overridden by the options among ``keywords``, which
+        are taken out of ``keywords`` (what is left is the parent algorithm's).
+
+        :param options: the constructor's ``options`` (None: the defaults); an object of a parent options class (an
+            ``XPPOOptions`` given to ``RecurrentXPPO``) gives its fields
+        :param keywords: the constructor's keywords
+        :return: the options, unchecked
+        :raises TypeError: for options of another algorithm (fields this class lacks)
+        """
+        names = cls.names()
+        if options is not None and not isinstance(options, XPPOOptions):
+            raise TypeError(f"options must be an XPPOOptions, got {options!r}")
+        given = {} if options is None else {f.name: getattr(options, f.name) for f in fields(options)}
+        foreign = [name for name in given if name not in names]
+        if foreign:
+            raise TypeError(f"{cls.__name__} has no option {foreign[0]!r}: {type(options).__name__} is another algorithm's")
+        given.update({name: keywords.pop(name) for name in names if name in keywords})
+        return cls(**given)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """:return: the options' names, in the declared order"""
+        return tuple(f.name for f in fields(cls))
+
+    def checked(self: SelfOptions, clip_range: Any = 0.2, clip_range_vf: Any = None) -> SelfOptions:
+        """
+        Every option checked, in the declared order (each check sees the ones before it, canonical).
+
+        :param clip_range: the algorithm's ``clip_range`` (a float, a schedule or a pair of those)
+        :param clip_range_vf: the algorithm's ``clip_range_vf``
+        :return: the options in canonical form (``value_loss`` resolved, ``log_ratio_clamp`` as a pair,
+            ``reward_groups`` as names, weights as floats)
+        :raises ValueError: naming the option and its allowed values (``TypeError`` for ``fast_paths``)
+        """
+        checked: dict[str, Any] = {"clip_range": clip_range, "clip_range_vf": clip_range_vf}
+        for f in fields(self):
+            checked[f.name] = f.metadata["check"](getattr(self, f.name), checked)
+        del checked["clip_range"], checked["clip_range_vf"]
+        return replace(self, **checked)
+
+    def group_value_loss_weights(self) -> list[float] | None:
+        """
+        The weights of the groups' value losses in the critics' sum (``group_value_weights`` resolved: None is
+        ``'squared'`` in "scalarize" mode, the groups combined raw and the value losses in return units, else
+        ``'equal'``; :func:`resolve_group_value_weights`).
+
+        :return: ``G`` weights, or None for the plain sum (also without reward groups)
+        """
+        if self.reward_groups is None:
+            return None
+        scalarize = not self.normalize_groups and not self.normalize_values
+        return resolve_group_value_weights(self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize)
 
 
-def check_xppo_options(
-    *, clip_range: Any, clip_range_vf: Any, normalize_advantage: bool | str, **options: Any
-) -> dict[str, Any]:
+def check_no_reward_groups(reward_groups: Any, checked: Mapping[str, Any]) -> None:
+    if reward_groups is not None:
+        raise ValueError(
+            "reward_groups (multi-critic) is not available with recurrent policies yet: the LSTM policies have one "
+            "value output. Use XPPO or MaskableXPPO for several critics."
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class RecurrentXPPOOptions(XPPOOptions):
     """
-    Check every keyword XPPO adds to (or reads differently from) PPO's: the three PPO keywords, then the options of
-    :data:`XPPO_OPTIONS` in their order (each check sees the ones before it), an option not given taking its default.
-
-    :param clip_range: PPO's, or a ``(low, high)`` pair of those
-    :param clip_range_vf: PPO's
-    :param normalize_advantage: PPO's, or ``'minibatch'`` / ``'rollout'``
-    :param options: options of :data:`XPPO_OPTIONS`, by name
-    :return: the attributes to set on the model, in canonical form (``normalize_advantage`` as ``'minibatch'``,
-        ``'rollout'`` or False, ``log_ratio_clamp`` as a pair, ``reward_groups`` as names, weights as floats)
-    :raises TypeError: for a keyword that is not an option
+    The options of :class:`~sb3_xppo.RecurrentXPPO` and :class:`~sb3_xppo.MaskableRecurrentXPPO`: those of
+    :class:`XPPOOptions`, without reward groups. Options only these algorithms take are declared here.
     """
-    unknown = [name for name in options if name not in XPPO_OPTIONS]
-    if unknown:
-        raise TypeError(f"check_xppo_options() got an unexpected keyword argument {unknown[0]!r}")
-    check_clip_range(clip_range)
-    check_clip_range_vf(clip_range_vf)
-    checked: dict[str, Any] = {
-        "clip_range": clip_range,
-        "clip_range_vf": clip_range_vf,
-        "normalize_advantage": check_normalize_advantage(normalize_advantage),
-    }
-    for name, option in XPPO_OPTIONS.items():
-        checked[name] = option.check(options.get(name, option.default), checked)
-    del checked["clip_range"], checked["clip_range_vf"]  # the parent algorithm's attributes, set by the parent
-    return checked
 
-
-def xppo_arguments(scope: Mapping[str, Any]) -> dict[str, Any]:
-    """
-    The XPPO options among a constructor's arguments, for :func:`check_xppo_options`: ``xppo_arguments(locals())``
-    before the constructor binds any other name.
-
-    :param scope: the constructor's ``locals()``
-    :return: option name -> the value given
-    :raises KeyError: for an option that the constructor's signature lacks
-    """
-    return {name: scope[name] for name in XPPO_OPTIONS}
-
-
-AlgorithmClass = TypeVar("AlgorithmClass", bound=type)
+    reward_groups: int | Sequence[str] | None = option(
+        None,
+        "None only: the LSTM policies have one value output (multi-critic needs XPPO or MaskableXPPO)",
+        check_no_reward_groups,
+    )
 
 
 def param_field(name: str, text: str, width: int = 120) -> str:
@@ -503,32 +530,14 @@ def param_field(name: str, text: str, width: int = 120) -> str:
     return wrapped.replace("\0", " ")
 
 
-def declare_xppo_options(notes: Mapping[str, str] | None = None) -> Callable[[AlgorithmClass], AlgorithmClass]:
-    """
-    A class decorator that gives an algorithm the options of :data:`XPPO_OPTIONS`: their ``:param:`` fields appended
-    to its docstring (``help()``, Sphinx's autodoc), and their defaults as class attributes (what a model saved
-    before an option existed reads).
+def document_options(cls: type[XPPOOptions]) -> None:
+    """Append each field's ``:param:`` text to an options class's docstring (``help()``, Sphinx's autodoc)."""
+    fields_doc = [param_field(f.name, " ".join(f.metadata["doc"].split())) for f in fields(cls)]
+    cls.__doc__ = "\n".join((inspect.cleandoc(cls.__doc__ or ""), "", *fields_doc)) + "\n"
 
-    :param notes: option name -> a sentence this algorithm adds to the option's doc
-    :return: the decorator
-    """
-    notes = dict(notes or {})
-    unknown = sorted(set(notes) - set(XPPO_OPTIONS))
-    if unknown:
-        raise ValueError(f"notes for keywords that are not XPPO options: {unknown}")
 
-    def declare(cls: AlgorithmClass) -> AlgorithmClass:
-        fields = []
-        for name, option in XPPO_OPTIONS.items():
-            text = option.doc
-            if name in notes:
-                text = f"{text if text.endswith('.') else text + '.'} {notes[name]}"
-            fields.append(param_field(name, text))
-            setattr(cls, name, option.default)
-        cls.__doc__ = "\n".join((inspect.cleandoc(cls.__doc__ or ""), *fields)) + "\n"
-        return cls
-
-    return declare
+document_options(XPPOOptions)
+document_options(RecurrentXPPOOptions)
 
 
 def is_number(x: Any) -> bool:
@@ -632,12 +641,25 @@ def resolve_group_value_weights(
         return units (``normalize_values=False``): the mode whose default is ``"squared"``
     :return: the weights, or None where they are all 1 (the plain sum)
     """
+    if spec is None:
+        spec = "squared" if scalarize else "equal"
+    return group_value_weight_values(spec, group_weights, n_groups)
+
+
+def group_value_weight_values(
+    spec: str | Sequence[float], group_weights: Sequence[float] | None, n_groups: int
+) -> list[float] | None:
+    """
+    :param spec: ``"equal"``, ``"squared"`` or ``n_groups`` finite weights >= 0, at least one > 0
+    :param group_weights: the model's group weights (or None)
+    :param n_groups: the number of reward groups
+    :return: the weights, or None where they are all 1 (the plain sum)
+    :raises ValueError: for any other ``spec``
+    """
     error = (
         f"group_value_weights must be None, one of {GROUP_VALUE_WEIGHTS} or one finite weight >= 0 per reward group "
         f"({n_groups}), at least one > 0, got {spec!r}"
     )
-    if spec is None:
-        spec = "squared" if scalarize else "equal"
     if isinstance(spec, str):
         if spec not in GROUP_VALUE_WEIGHTS:
             raise ValueError(error)
@@ -677,7 +699,7 @@ def parent_keywords(parent: type, args: tuple[Any, ...], kwargs: dict[str, Any])
 def ppo_keywords(parent: type, kwargs: dict[str, Any]) -> dict[str, Any]:
     """
     The PPO keywords XPPO reads differently (``clip_range``, ``clip_range_vf``, ``normalize_advantage``), as given in
-    ``kwargs`` or else the parent algorithm's defaults, for :func:`~sb3_xppo.common.options.check_xppo_options`.
+    ``kwargs`` or else the parent algorithm's defaults, for :meth:`XPPOOptions.checked`.
 
     :param parent: the SB3 algorithm (e.g. ``MaskablePPO``) whose other keywords pass through ``kwargs``
     :param kwargs: the keywords given

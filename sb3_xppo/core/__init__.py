@@ -1,8 +1,13 @@
-"""The XPPO core (L3): the rollout and train loops, options, loss and action hooks, checks every XPPO algorithm shares."""
+"""
+The XPPO core (L3) every XPPO algorithm shares: its constructor and setup (``setup.py``), the rollout loop
+(``rollout.py``), the train loop (``algorithm.py``) with its losses (``losses.py``), records and optimizer step, the
+loss and action hooks.
+"""
 
-from sb3_xppo.core.algorithm import LossHook, XPPOCoreMixin, valid_mean
+from sb3_xppo.core.algorithm import XPPOCoreMixin
+from sb3_xppo.core.losses import MinibatchLosses, valid_mean
 from sb3_xppo.core.optimizer_step import OptimizerStep
-from sb3_xppo.core.records import CHECKED_TERMS, TrainRecord, minibatch_ratio_statistics
+from sb3_xppo.core.records import CHECKED_TERMS, MinibatchTerms, TrainRecord, minibatch_ratio_statistics
 from sb3_xppo.core.recurrent import RecurrentCoreMixin
 from sb3_xppo.core.rollout import (
     ActionHook,
@@ -12,6 +17,7 @@ from sb3_xppo.core.rollout import (
     RecurrentPolicyCalls,
     XPPORolloutMixin,
 )
+from sb3_xppo.core.setup import LossHook, XPPOSetupMixin
 
 __all__ = [
     "CHECKED_TERMS",
@@ -19,6 +25,8 @@ __all__ = [
     "LossHook",
     "MaskedPolicyCalls",
     "MaskedRecurrentPolicyCalls",
+    "MinibatchLosses",
+    "MinibatchTerms",
     "OptimizerStep",
     "PolicyCalls",
     "RecurrentCoreMixin",
@@ -26,6 +34,7 @@ __all__ = [
     "TrainRecord",
     "XPPOCoreMixin",
     "XPPORolloutMixin",
+    "XPPOSetupMixin",
     "minibatch_ratio_statistics",
     "valid_mean",
 ]

@@ -1,7 +1,7 @@
 """
 PCGrad inside XPPO's ``train()`` (Yu et al. 2020, Gradient Surgery for Multi-Task Learning, arXiv:2001.06782): the
 reward groups' actor losses (``group_gradients='pcgrad'``) and an auxiliary loss projected off the RL loss
-(:meth:`~sb3_xppo.core.XPPOCoreMixin.register_auxiliary_loss_hook`), both on the parameters the projected losses
+(:meth:`~sb3_xppo.core.XPPOSetupMixin.register_auxiliary_loss_hook`), both on the parameters the projected losses
 reach, over the flat gradients of :mod:`sb3_xppo.functional.gradients`.
 """
 

@@ -1,6 +1,7 @@
 """What XPPO's ``train()`` records per minibatch, and the ratio statistics it logs from it."""
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch as th
@@ -10,6 +11,29 @@ from sb3_xppo.common.minibatch_stats import minibatch_means
 
 #: What train() checks for non-finite values after its epochs, per minibatch that took an optimizer step
 CHECKED_TERMS = ("policy loss", "value loss", "entropy loss", "total loss (after the loss hooks)", "gradient norm")
+
+
+class MinibatchTerms(NamedTuple):
+    """What one minibatch's loss was made of (:meth:`~sb3_xppo.core.XPPOCoreMixin.minibatch_loss`)."""
+
+    #: ``log_prob - old_log_prob`` (no graph)
+    log_ratio: th.Tensor
+    #: the advantages as the loss saw them (the groups' terms summed, with ``group_gradients``)
+    advantages: th.Tensor
+    #: which samples count (None: all)
+    valid: th.Tensor | None
+    #: the actor's loss
+    policy_loss: th.Tensor
+    #: the critics' loss
+    value_loss: th.Tensor
+    #: the entropy loss
+    entropy_loss: th.Tensor
+    #: a scalar (one critic), or ``(G,)`` the value loss of each reward group
+    group_value_losses: th.Tensor
+    #: whether ``min_advantage_std`` skipped the minibatch (None: off)
+    skipped: th.Tensor | None
+    #: with ``group_gradients='pcgrad'``: the share of the pairs of groups whose actor gradients conflicted (0-d)
+    group_conflicts: th.Tensor | None
 
 
 @dataclass
@@ -37,42 +61,26 @@ class TrainRecord:
     #: the last minibatch's loss
     loss: th.Tensor = field(default_factory=lambda: th.zeros(()))
 
-    def add(
-        self,
-        epoch: int,
-        log_ratio: th.Tensor,
-        advantages: th.Tensor,
-        valid: th.Tensor | None,
-        policy_loss: th.Tensor,
-        value_loss: th.Tensor,
-        entropy_loss: th.Tensor,
-        group_value_losses: th.Tensor,
-        skipped: th.Tensor | None = None,
-    ) -> None:
+    def add(self, epoch: int, terms: "MinibatchTerms") -> None:
         """
         One minibatch's record, before its optimizer step.
 
         :param epoch: the minibatch's epoch
-        :param log_ratio: ``log_prob - old_log_prob`` (no graph)
-        :param advantages: the advantages as the loss saw them
-        :param valid: which samples count (None: all)
-        :param policy_loss: the actor's loss
-        :param value_loss: the critics' loss
-        :param entropy_loss: the entropy loss
-        :param group_value_losses: a scalar (one critic), or ``(G,)`` the value loss of each reward group
-        :param skipped: whether ``min_advantage_std`` skipped the minibatch (None: off)
+        :param terms: what its loss was made of
         """
         with th.no_grad():
-            row = th.stack((policy_loss, value_loss, entropy_loss))
-            if group_value_losses.ndim > 0:
-                row = th.cat((row, group_value_losses))
+            row = th.stack((terms.policy_loss, terms.value_loss, terms.entropy_loss))
+            if terms.group_value_losses.ndim > 0:
+                row = th.cat((row, terms.group_value_losses))
         self.epochs.append(epoch)
         self.losses.append(row)
-        self.log_ratios.append(log_ratio)
-        self.advantages.append(advantages)
-        self.valid.append(valid)
-        if skipped is not None:
-            self.skipped.append(skipped)
+        self.log_ratios.append(terms.log_ratio)
+        self.advantages.append(terms.advantages)
+        self.valid.append(terms.valid)
+        if terms.skipped is not None:
+            self.skipped.append(terms.skipped)
+        if terms.group_conflicts is not None:
+            self.group_conflicts.append(terms.group_conflicts)
 
     def non_finite_error(self) -> ValueError | None:
         """The error naming the first non-finite of the ``CHECKED_TERMS`` (one host copy for all minibatches), or None."""

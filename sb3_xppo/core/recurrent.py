@@ -1,13 +1,12 @@
 """
 What XPPO's algorithms over sb3-contrib's ``RecurrentPPO`` share (:class:`~sb3_xppo.RecurrentXPPO`,
-:class:`~sb3_xppo.MaskableRecurrentXPPO`): the rollout buffer of padded sequences, how a minibatch's actions are
-evaluated (the LSTM run over each sequence from the state stored at its start) and which samples count (not the
-padding).
+:class:`~sb3_xppo.MaskableRecurrentXPPO`): their options (:class:`~sb3_xppo.common.options.RecurrentXPPOOptions`),
+the rollout buffer of padded sequences, how a minibatch's actions are evaluated (the LSTM run over each sequence from
+the state stored at its start) and which samples count (not the padding).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch as th
@@ -15,21 +14,9 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
+from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
 from sb3_xppo.core.algorithm import XPPOCoreMixin
 from sb3_xppo.core.rollout import PolicyCalls, RecurrentPolicyCalls
-
-
-def reject_reward_groups(reward_groups: int | Sequence[str] | None, algorithm: str) -> None:
-    """
-    :param reward_groups: the constructor's ``reward_groups``
-    :param algorithm: the algorithm's name, for the message
-    :raises ValueError: when reward groups are asked for: the LSTM policies have one value output
-    """
-    if reward_groups is not None:
-        raise ValueError(
-            f"reward_groups (multi-critic) is not available with {algorithm} yet: its LSTM policies have one value "
-            "output. Use XPPO or MaskableXPPO for several critics."
-        )
 
 
 class RecurrentCoreMixin(XPPOCoreMixin):
@@ -39,6 +26,7 @@ class RecurrentCoreMixin(XPPOCoreMixin):
     (``x[mask].mean()``, as ``RecurrentPPO``).
     """
 
+    options_class: ClassVar[type[XPPOOptions]] = RecurrentXPPOOptions
     policy_calls_class: ClassVar[type[PolicyCalls]] = RecurrentPolicyCalls
     #: the rollout buffers of padded sequences for (Box, Dict) observations: ``RecurrentPPO`` builds its own buffer
     #: in ``_setup_model``, which this one's replaces (the same data, XPPO's GAE)

@@ -35,6 +35,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.finite import VecNormalizeGuard, check_finite_observation, guarded_env, rollout_non_finite_error
+from sb3_xppo.common.options import XPPOOptions
 from sb3_xppo.core.fast_paths import all_finite, library_modules_only, parameters_finite, trusted_policy_calls
 from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.multi_critic.wrappers import GroupRewards
@@ -157,8 +158,8 @@ class XPPORolloutMixin:
 
     #: how this algorithm's rollout calls its policy
     policy_calls_class: ClassVar[type[PolicyCalls]] = PolicyCalls
-    # Set by the SB3 algorithm and XPPO's options (``fast_paths``: the constructor keyword)
-    fast_paths: bool
+    # Set by the SB3 algorithm and the XPPO core (``options``: XPPO's options)
+    options: XPPOOptions
     policy: Any
     device: th.device
     action_space: spaces.Space
@@ -167,8 +168,6 @@ class XPPORolloutMixin:
     sde_sample_freq: int
     num_timesteps: int
     check_finite: bool
-    reward_groups: list[str] | None
-    vector_reward_key: str
     _last_obs: Any
     _last_episode_starts: Any
     _action_hooks: OrderedDict[int, ActionHook]
@@ -252,8 +251,8 @@ class XPPORolloutMixin:
         rollout_buffer.reset()
         calls = self.policy_calls_class(self, env, use_masking)
         group_reader = None
-        if self.reward_groups is not None:
-            group_reader = GroupRewards(env, len(self.reward_groups), self.vector_reward_key)
+        if self.options.reward_groups is not None:
+            group_reader = GroupRewards(env, len(self.options.reward_groups), self.options.vector_reward_key)
         # Sample new weights for the state dependent exploration
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
@@ -348,7 +347,7 @@ class XPPORolloutMixin:
         distributions built without argument checks where the observation (None: no distribution is built) and the
         parameters are finite, which ``check_finite`` guarantees for the observations acted on.
         """
-        if not self.fast_paths:
+        if not self.options.fast_paths:
             return lambda obs: th.no_grad()
         grad_mode = th.inference_mode if library_modules_only(self.policy) else th.no_grad
         parameters_ok = self.check_finite and parameters_finite(self.policy)

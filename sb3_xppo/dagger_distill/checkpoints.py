@@ -77,14 +77,15 @@ def infer_algo(path: str | os.PathLike) -> type[BaseAlgorithm]:
     assert data is not None
     policy_class = data.get("policy_class")
     known = algorithms()
+    # XPPO's variants save their options (before the options object, actor_loss) beside their parent's hyperparameters
+    xppo = "options" in data or "actor_loss" in data
     if isinstance(policy_class, type):
-        # XPPO's variants save their options (actor_loss) beside their parent's hyperparameters
         if issubclass(policy_class, MaskableActorCriticPolicy):
-            return known["xppo_mask"] if "actor_loss" in data else MaskablePPO
+            return known["xppo_mask"] if xppo else MaskablePPO
         if issubclass(policy_class, ActionMaskingMixin):  # (before RecurrentActorCriticPolicy: it is one)
             return known["xppo_mask_lstm"]
         if issubclass(policy_class, RecurrentActorCriticPolicy):
-            return known["xppo_lstm"] if "actor_loss" in data else RecurrentPPO
+            return known["xppo_lstm"] if xppo else RecurrentPPO
         if issubclass(policy_class, SACPolicy):
             return SAC
         if issubclass(policy_class, TD3Policy):
@@ -93,7 +94,7 @@ def infer_algo(path: str | os.PathLike) -> type[BaseAlgorithm]:
             return DQN
         if issubclass(policy_class, ActorCriticPolicy):
             # Same policy class: tell the algorithms apart by the hyperparameters each one saves
-            if "actor_loss" in data:
+            if xppo:
                 return known["xppo"]
             if "cg_max_steps" in data:
                 return TRPO

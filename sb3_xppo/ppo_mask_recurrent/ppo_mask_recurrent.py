@@ -1,46 +1,30 @@
 """MaskableRecurrentXPPO: invalid-action masks with LSTM policies, XPPO's losses and loss hook."""
 
-from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch as th
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.maskable.distributions import MaybeMasks
-from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
+from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_xppo.common.buffers import XPPOMaskableRecurrentDictRolloutBuffer, XPPOMaskableRecurrentRolloutBuffer
-from sb3_xppo.common.options import (
-    check_xppo_options,
-    declare_xppo_options,
-    parent_keywords,
-    ppo_keywords,
-    xppo_arguments,
-)
 from sb3_xppo.common.policies import (
     MASKABLE_LSTM_ACTION_SPACES,
     MaskableRecurrentXPPOActorCriticCnnPolicy,
     MaskableRecurrentXPPOActorCriticPolicy,
     MaskableRecurrentXPPOMultiInputActorCriticPolicy,
 )
-from sb3_xppo.core.recurrent import RecurrentCoreMixin, reject_reward_groups
+from sb3_xppo.core.recurrent import RecurrentCoreMixin
 from sb3_xppo.core.rollout import MaskedRecurrentPolicyCalls
 
 SelfMaskableRecurrentXPPO = TypeVar("SelfMaskableRecurrentXPPO", bound="MaskableRecurrentXPPO")
 
 
-@declare_xppo_options(
-    notes={
-        "reward_groups": "MaskableRecurrentXPPO takes None only: its LSTM policies have one value output.",
-        "group_value_weights": "MaskableRecurrentXPPO takes None only: it weighs the value losses of reward groups.",
-        "group_gradients": "MaskableRecurrentXPPO takes None only: it splits the actor's loss by reward group.",
-    }
-)
 class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     """
     XPPO with invalid-action masks and LSTM policies: sb3-contrib's :class:`~sb3_contrib.RecurrentPPO` whose policy
@@ -62,8 +46,9 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
 
     :param policy: The policy model to use (MlpLstmPolicy, CnnLstmPolicy, MultiInputLstmPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
-    :param _init_setup_model: Whether or not to build the network at the creation of the instance
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
+    :param options: RecurrentXPPO's options (:class:`~sb3_xppo.RecurrentXPPOOptions`), also as plain keywords
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
     :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
         (``clip_range`` also takes a ``(low, high)`` pair, ``normalize_advantage`` also ``'rollout'``)
     """
@@ -78,40 +63,6 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     }
     #: whether the running ``learn()`` reads the env's action masks (its ``use_masking``)
     _use_masking: bool = True
-
-    def __init__(
-        self,
-        policy: str | type[RecurrentActorCriticPolicy],
-        env: GymEnv | str,
-        *args: Any,
-        actor_loss: str = "clip",
-        value_loss: str | None = None,
-        dual_clip: float | None = None,
-        delightful: bool = False,
-        delight_temp: float = 1.0,
-        log_ratio_clamp: float | tuple[float, float] | None = None,
-        min_advantage_std: float | None = None,
-        adaptive_kl: float | dict[str, float] | None = None,
-        reward_groups: int | Sequence[str] | None = None,
-        group_weights: Sequence[float] | None = None,
-        group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",
-        normalize_groups: bool = True,
-        vector_reward_key: str = "vector_reward",
-        normalize_values: bool = False,
-        group_value_weights: str | Sequence[float] | None = None,
-        group_gradients: str | None = None,
-        fast_paths: bool = True,
-        _init_setup_model: bool = True,
-        **kwargs: Any,
-    ):
-        reject_reward_groups(reward_groups, "MaskableRecurrentXPPO")
-        kwargs = parent_keywords(RecurrentPPO, args, kwargs)
-        # Bad hyperparameters fail here, before any environment or network is built
-        options = check_xppo_options(**ppo_keywords(RecurrentPPO, kwargs), **xppo_arguments(locals()))
-        super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)
-        self._init_xppo(options)
-        if _init_setup_model:
-            self._setup_model()
 
     def _setup_model(self) -> None:
         # Before any network is built (also for a model being loaded, whose spaces come from the file)
@@ -185,15 +136,9 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
         use_masking: bool = True,
         progress_bar: bool = False,
     ) -> SelfMaskableRecurrentXPPO:
+        # RecurrentPPO's learn() has no use_masking: the rollout reads it from the model while learn() runs
         self._use_masking = use_masking
         try:
-            return super().learn(
-                total_timesteps=total_timesteps,
-                callback=callback,
-                log_interval=log_interval,
-                tb_log_name=tb_log_name,
-                reset_num_timesteps=reset_num_timesteps,
-                progress_bar=progress_bar,
-            )
+            return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
         finally:
             del self._use_masking  # the class's default again

@@ -1,16 +1,11 @@
 """XPPO: SB3's PPO with selectable actor and critic losses, multi-critic advantages and a loss hook."""
 
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
-import torch as th
 from stable_baselines3 import PPO
-from stable_baselines3.common.buffers import RolloutBuffer
-from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.policies import BasePolicy
 
 from sb3_xppo.common.buffers import XPPODictRolloutBuffer, XPPORolloutBuffer
-from sb3_xppo.common.options import check_xppo_options, declare_xppo_options, xppo_arguments
 from sb3_xppo.common.schedules import ClipRange, ClipRangePair
 from sb3_xppo.core import LossHook, XPPOCoreMixin, minibatch_ratio_statistics
 from sb3_xppo.multi_critic.buffers import MultiCriticDictRolloutBuffer, MultiCriticRolloutBuffer
@@ -19,10 +14,7 @@ from sb3_xppo.xppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 # ClipRange, ClipRangePair and LossHook stay importable here: saved models refer to sb3_xppo.xppo.xppo.ClipRangePair
 __all__ = ["XPPO", "ClipRange", "ClipRangePair", "LossHook", "minibatch_ratio_statistics"]
 
-SelfXPPO = TypeVar("SelfXPPO", bound="XPPO")
 
-
-@declare_xppo_options()
 class XPPO(XPPOCoreMixin, PPO):
     """
     Proximal Policy Optimization with selectable actor and critic losses (XPPO), a drop-in replacement for
@@ -101,6 +93,11 @@ class XPPO(XPPOCoreMixin, PPO):
     :param device: Device (cpu, cuda, ...) on which the code should be run.
         Setting it to auto, the code will be run on the GPU if possible.
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    :param options: XPPO's options (:class:`~sb3_xppo.XPPOOptions`: the actor and value losses, clipping,
+        multi-critic, value normalization, ...); each may also be given as a plain keyword (``actor_loss='spo'``),
+        which overrides the object's field
+    :param args: PPO's arguments after ``env``, positionally, as PPO takes them
+    :param kwargs: PPO's keywords above, by name, and XPPO's options as plain keywords
     """
 
     xppo_buffer_classes = (XPPORolloutBuffer, XPPODictRolloutBuffer)
@@ -111,109 +108,3 @@ class XPPO(XPPOCoreMixin, PPO):
         "CnnPolicy": CnnPolicy,
         "MultiInputPolicy": MultiInputPolicy,
     }
-
-    def __init__(
-        self,
-        policy: str | type[ActorCriticPolicy],
-        env: GymEnv | str,
-        learning_rate: float | Schedule = 3e-4,
-        n_steps: int = 2048,
-        batch_size: int = 64,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        clip_range: float | Schedule | tuple[float | Schedule, float | Schedule] = 0.2,
-        clip_range_vf: float | Schedule | None = None,
-        normalize_advantage: bool | str = "minibatch",
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        use_sde: bool = False,
-        sde_sample_freq: int = -1,
-        rollout_buffer_class: type[RolloutBuffer] | None = None,
-        rollout_buffer_kwargs: dict[str, Any] | None = None,
-        target_kl: float | None = None,
-        stats_window_size: int = 100,
-        tensorboard_log: str | None = None,
-        policy_kwargs: dict[str, Any] | None = None,
-        verbose: int = 0,
-        seed: int | None = None,
-        device: th.device | str = "auto",
-        actor_loss: str = "clip",
-        value_loss: str | None = None,
-        dual_clip: float | None = None,
-        delightful: bool = False,
-        delight_temp: float = 1.0,
-        log_ratio_clamp: float | tuple[float, float] | None = None,
-        min_advantage_std: float | None = None,
-        adaptive_kl: float | dict[str, float] | None = None,
-        reward_groups: int | Sequence[str] | None = None,
-        group_weights: Sequence[float] | None = None,
-        group_reduce: str | Callable[[th.Tensor], th.Tensor] = "mean",
-        normalize_groups: bool = True,
-        vector_reward_key: str = "vector_reward",
-        normalize_values: bool = False,
-        group_value_weights: str | Sequence[float] | None = None,
-        group_gradients: str | None = None,
-        fast_paths: bool = True,
-        _init_setup_model: bool = True,
-    ):
-        # Bad hyperparameters fail here, before any environment or network is built
-        options = check_xppo_options(
-            clip_range=clip_range,
-            clip_range_vf=clip_range_vf,
-            normalize_advantage=normalize_advantage,
-            **xppo_arguments(locals()),
-        )
-
-        # PPO's batch-size asserts exist only because its normalization could give NaN; XPPO's never does
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            clip_range=clip_range,  # type: ignore[arg-type]
-            clip_range_vf=clip_range_vf,
-            normalize_advantage=False,
-            ent_coef=ent_coef,
-            vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
-            use_sde=use_sde,
-            sde_sample_freq=sde_sample_freq,
-            rollout_buffer_class=rollout_buffer_class,
-            rollout_buffer_kwargs=rollout_buffer_kwargs,
-            target_kl=target_kl,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            _init_setup_model=False,
-        )
-        self._init_xppo(options)
-
-        if _init_setup_model:
-            self._setup_model()
-
-    def learn(
-        self: SelfXPPO,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "XPPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfXPPO:
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )

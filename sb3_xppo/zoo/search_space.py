@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sb3_xppo.common.options import ACTOR_LOSSES, CLIPPING_VALUE_LOSSES, DUAL_CLIP_ACTOR_LOSSES
+
 if TYPE_CHECKING:
     import optuna
 
-# XPPO's own search space, sampled on top of rl-zoo3's PPO space (the names are optuna parameter names).
-ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
-VALUE_LOSSES = ("mse", "sb3", "clipped", "improved")
+# XPPO's own search space, sampled on top of rl-zoo3's PPO space (the names are optuna parameter names); the loss
+# names are the options' (sb3_xppo.common.options). 'hl_gauss' is not drawn: its support needs configuring.
+VALUE_LOSSES = ("mse", *CLIPPING_VALUE_LOSSES)
 NORMALIZE_ADVANTAGE = {"minibatch": "minibatch", "rollout": "rollout", "off": False}
 DUAL_CLIP_THRESHOLDS = (None, 2.0, 3.0, 5.0)
 CLIP_RANGE_VF = (0.1, 0.2, 0.5, 1.0)
@@ -130,7 +132,7 @@ def _convert_xppo_choices(sampled: dict[str, Any]) -> dict[str, Any]:
         # plain MSE does not clip: the sampled clip range is dropped (left out, not None, which rl-zoo3's parsing of a
         # stored trial refuses; an entry's own clip_range_vf is ignored by 'mse', with a warning)
         hyperparams.pop("clip_range_vf", None)
-    if hyperparams.get("actor_loss", "clip") != "clip":
+    if hyperparams.get("actor_loss", "clip") not in DUAL_CLIP_ACTOR_LOSSES:
         # XPPO refuses dual clipping with SPO and HPO (it removes their restoring gradient): the drawn threshold is
         # dropped
         hyperparams["dual_clip"] = None

@@ -1,0 +1,213 @@
+"""
+The losses of one XPPO ``train()`` call: :class:`MinibatchLosses` holds the actor's and the critics' loss functions of
+:mod:`sb3_xppo.functional` that the model's options pick, with the call's clip ranges, so that
+:meth:`~sb3_xppo.core.XPPOCoreMixin.minibatch_loss` reads as PPO's recipe. Every mean is over the valid samples
+(:func:`valid_mean`: a recurrent minibatch's padding does not count).
+"""
+
+from functools import partial
+from typing import Any
+
+import torch as th
+import torch.nn.functional as F
+
+from sb3_xppo.common.options import XPPOOptions, resolve_min_advantage_std
+from sb3_xppo.core.gradient_surgery import pcgrad_group_loss
+from sb3_xppo.functional import (
+    clipped_value_loss_fn,
+    hpo_actor_loss,
+    improved_value_clipping_fn,
+    ppo_actor_loss,
+    spo_actor_loss,
+)
+from sb3_xppo.functional.masked import EPS, masked_moments
+
+
+def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) -> th.Tensor:
+    """
+    The mean over the valid samples: ``x.mean()`` (all count), else ``x[valid].mean()``, the form sb3-contrib's
+    ``RecurrentPPO`` reduces its padded minibatches with (bit for bit).
+
+    :param x: ``(batch, ...)``
+    :param valid: ``(batch,)`` bool, or None
+    :param dim: reduce this dim only (e.g. 0, keeping a group dim)
+    :return: the mean
+    """
+    if valid is not None:
+        x = x[valid]
+    return x.mean() if dim is None else x.mean(dim=dim)
+
+
+def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> th.Tensor:
+    """
+    The value loss the critics minimize: a single critic's as it is, one per reward group summed, weighted by the
+    groups' value-loss weights where there are any.
+
+    :param value_losses: a scalar, or ``(G,)`` one per reward group
+    :param weights: ``(G,)`` or None (the plain sum)
+    :return: a scalar
+    """
+    if value_losses.ndim == 0:  # (no sum of a single value loss: one more node in the graph, the same numbers)
+        return value_losses
+    return value_losses.sum() if weights is None else (value_losses * weights).sum()
+
+
+def zscore_group_terms(terms: th.Tensor, valid: th.Tensor | None = None, minibatch: bool = False) -> th.Tensor:
+    """
+    The groups' terms of the combined advantages normalized as the combined advantages are: each term minus its mean
+    over the (valid) samples, all divided by the spread of their sum; so the normalized terms sum to the z-scored
+    combined advantages (up to rounding).
+
+    :param terms: ``(batch, G)``
+    :param valid: ``(batch,)`` bool, or None (all count)
+    :param minibatch: PPO's per-minibatch form, ``/ (std + 1e-8)`` with the unbiased std (left as they are where fewer
+        than two samples count); else the rollout's, :func:`~sb3_xppo.functional.masked.masked_zscore`'s
+        ``/ sqrt(var + eps)`` with the population variance
+    :return: ``(batch, G)``
+    """
+    counted = terms if valid is None else terms[valid]
+    if minibatch and len(counted) <= 1:
+        return terms
+    centred = terms - counted.mean(0)
+    if minibatch:
+        return centred / (counted.sum(-1).std() + 1e-8)
+    _, var = masked_moments(counted.sum(-1))
+    return centred * th.rsqrt(var + EPS)
+
+
+def minibatch_zscore(advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+    """
+    ``normalize_advantage='minibatch'``: PPO's z-score (unbiased std; its statistics over the valid samples, as
+    ``RecurrentPPO``), kept in that form for exact reproduction; a minibatch of one (valid) sample is left as is
+    instead of becoming NaN. The groups' terms ``(batch, G)`` of ``group_gradients`` go through
+    :func:`zscore_group_terms`, so that they sum to the z-scored combined advantages.
+
+    :param advantages: ``(batch,)``, or ``(batch, G)`` the groups' terms
+    :param valid: ``(batch,)`` bool or None
+    :return: the same shape
+    """
+    if advantages.ndim == 2:
+        return zscore_group_terms(advantages, valid, minibatch=True)
+    counted = advantages if valid is None else advantages[valid]
+    if len(counted) <= 1:
+        return advantages
+    return (advantages - counted.mean()) / (counted.std() + 1e-8)
+
+
+class MinibatchLosses:
+    """
+    The actor's and the critics' losses of one ``train()`` call, picked once from the model's options.
+
+    :param options: the model's options
+    :param policy: the model's policy (its value head normalizes values with ``normalize_values``, and is the
+        classification critic of ``value_loss='hl_gauss'``)
+    :param clip_low: lower clip range of this call
+    :param clip_high: upper clip range of this call
+    :param clip_range_vf: value clip range of this call (or None)
+    """
+
+    def __init__(
+        self, options: XPPOOptions, policy: Any, clip_low: float, clip_high: float, clip_range_vf: float | None
+    ) -> None:
+        self.options = options
+        self.policy = policy
+        self.clip_range_vf = clip_range_vf
+        # A linear schedule reaches 0 (below it when the last rollout overshoots the budget): the clip loss takes it
+        # as PPO does, but SPO's and HPO's losses divide by the range, and at <= 0 their trust region is empty, so
+        # only the critic learns from this rollout
+        self.actor_off = options.actor_loss != "clip" and min(clip_low, clip_high) <= 0
+        kwargs: dict[str, Any] = dict(
+            eps_clip=(clip_low, clip_high) if clip_low != clip_high else clip_low,
+            delightful=options.delightful,
+            delight_temp=options.delight_temp,
+            log_ratio_clamp=options.log_ratio_clamp,
+        )
+        dual_clip = dict(dual_clip=options.dual_clip is not None, dual_clip_threshold=options.dual_clip or 3.0)
+        if options.actor_loss == "clip":
+            self.actor_fn = partial(ppo_actor_loss, **kwargs, **dual_clip)
+        elif options.actor_loss == "hpo":
+            self.actor_fn = partial(hpo_actor_loss, **kwargs)
+        else:
+            self.actor_fn = partial(spo_actor_loss, asymmetric=options.actor_loss == "asymmetric_spo", **kwargs, **dual_clip)
+        self.min_advantage_std = resolve_min_advantage_std(options.min_advantage_std, options.actor_loss)
+        weights = options.group_value_loss_weights()
+        device = policy.device
+        #: the ``(G,)`` weights of the groups' value losses, None for the plain sum
+        self.value_weights = None if weights is None else th.as_tensor(weights, dtype=th.float32, device=device)
+        # group_gradients='pcgrad': the minibatches' advantages are the groups' terms (batch, G), one actor loss each
+        self.group_params = [p for p in policy.parameters() if p.requires_grad] if options.group_gradients else None
+
+    def actor(
+        self, log_prob: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor, valid: th.Tensor | None
+    ) -> tuple[th.Tensor, th.Tensor | None, th.Tensor | None]:
+        """
+        The actor's loss, averaged over the valid samples.
+
+        :param log_prob: ``(batch,)`` under the current policy
+        :param old_log_prob: ``(batch,)`` at collection
+        :param advantages: ``(batch,)``, or ``(batch, G)`` the groups' terms with ``group_gradients``
+        :param valid: ``(batch,)`` bool, or None
+        :return: ``(loss, skipped, conflicts)``: whether ``min_advantage_std`` skipped the minibatch (None when off),
+            and with ``group_gradients`` the share of the pairs of groups whose gradients conflicted (else None)
+        """
+        if self.actor_off:
+            return th.zeros((), device=log_prob.device), None, None
+        if self.group_params is None:
+            loss, skipped = self.surrogate(log_prob, old_log_prob, advantages, valid)
+            return loss, skipped, None
+        # PCGrad over the groups' actor losses: the sum's value, the combined gradient (gradient_surgery.py)
+        group_losses, group_skipped = zip(
+            *(self.surrogate(log_prob, old_log_prob, terms, valid) for terms in advantages.unbind(-1)), strict=True
+        )
+        loss, conflicts = pcgrad_group_loss(group_losses, self.group_params)
+        skipped = None if group_skipped[0] is None else th.stack(group_skipped).all()
+        return loss, skipped, conflicts
+
+    def surrogate(
+        self, log_prob: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor, valid: th.Tensor | None
+    ) -> tuple[th.Tensor, th.Tensor | None]:
+        """:return: the actor loss of ``(batch,)`` advantages over the valid samples, and whether it was skipped"""
+        threshold = self.min_advantage_std
+        if threshold is None:
+            return valid_mean(self.actor_fn(log_prob, old_log_prob, advantages, min_advantage_std=None), valid), None
+        # DAPO's dynamic sampling: the statistics over the valid samples, the loss kept in the graph at 0
+        loss, stats = self.actor_fn(
+            log_prob, old_log_prob, advantages, mask=valid, min_advantage_std=threshold, return_stats=True
+        )
+        return (loss.mean() if valid is None else loss), stats.var <= threshold**2
+
+    def value(self, values: th.Tensor, old_values: th.Tensor, returns: th.Tensor, valid: th.Tensor | None = None) -> th.Tensor:
+        """
+        The value loss selected by ``value_loss``, averaged over the (valid) samples of the batch.
+
+        :param values: predicted values, ``(batch,)`` or ``(batch, G)``
+        :param old_values: values at collection, same shape
+        :param returns: TD(lambda) targets, same shape
+        :param valid: ``(batch,)`` bool, the samples that count (None: all)
+        :return: a scalar, or ``(G,)`` for grouped values
+        """
+        value_loss, clip_range_vf = self.options.value_loss, self.clip_range_vf
+        if self.options.normalize_values:
+            # In normalized units: commensurate across groups, and clip_range_vf means the same for every group
+            values, old_values, returns = (self.policy.value_net.normalize(x) for x in (values, old_values, returns))
+        if value_loss == "hl_gauss":
+            # Cross-entropy of the categorical critic's last forward pass (this minibatch's), clipped in scalar space
+            head = self.policy.value_net.head if self.options.normalize_values else self.policy.value_net
+            elementwise = head.loss(returns, old_values, clip_range_vf).reshape(returns.shape)
+        elif value_loss in ("mse", "sb3") or clip_range_vf is None:
+            if value_loss == "sb3" and clip_range_vf is not None:
+                # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
+                values = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)
+            if values.ndim == 1 and valid is None:
+                # PPO's own call: mse_loss's built-in mean rounds the gradient exactly as PPO does (bit-exact)
+                return F.mse_loss(returns, values)
+            if values.shape == returns.shape:
+                # clipped_value_loss_fn without a clip is this call (its argument checks cost more than the loss)
+                elementwise = F.mse_loss(values, returns, reduction="none")
+            else:
+                elementwise = clipped_value_loss_fn(values, returns=returns, clip=None, reduction="none")
+        elif value_loss == "clipped":
+            elementwise = clipped_value_loss_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
+        else:
+            elementwise = improved_value_clipping_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
+        return valid_mean(elementwise, valid, dim=0)
