@@ -98,8 +98,10 @@ def test_the_parents_arguments_pass_positionally_and_by_keyword() -> None:
 
 
 def test_unknown_keywords_and_options_are_refused_before_anything_is_built() -> None:
-    with pytest.raises(TypeError, match="fast_path"):
+    with pytest.raises(TypeError, match="'fast_path' \\(did you mean 'fast_paths'\\?\\)"):
         XPPO("MlpPolicy", "NoSuchEnv-v0", fast_path=False)
+    with pytest.raises(TypeError, match="'learning_rat' \\(did you mean 'learning_rate'\\?\\)"):
+        RecurrentXPPO("MlpLstmPolicy", "NoSuchEnv-v0", learning_rat=1e-3)
     with pytest.raises(TypeError, match="options must be an XPPOOptions"):
         XPPO("MlpPolicy", "NoSuchEnv-v0", options={"actor_loss": "spo"})
     with pytest.raises(ValueError, match="actor_loss must be one of"):

@@ -10,6 +10,7 @@ Validation, one style for all: ``check_*`` raises a ``ValueError`` naming the ke
 network is built, and returns the value in its canonical form.
 """
 
+import difflib
 import inspect
 import textwrap
 import warnings
@@ -694,6 +695,22 @@ def parent_keywords(parent: type, args: tuple[Any, ...], kwargs: dict[str, Any])
     if twice:
         raise TypeError(f"got multiple values for argument {twice[0]!r}")
     return {**dict(zip(names, args, strict=False)), **kwargs}
+
+
+def check_parent_keywords(algorithm: str, parent: type, kwargs: dict[str, Any], options: type[XPPOOptions]) -> None:
+    """
+    :param algorithm: the XPPO class's name, for the message
+    :param parent: the SB3 algorithm whose keywords ``kwargs`` must be, the options taken out
+    :param kwargs: what is left of the constructor's keywords
+    :param options: the algorithm's options class, for the suggestion
+    :raises TypeError: for a keyword neither the parent nor the options know, before any env or network is built
+    """
+    known = [name for name in inspect.signature(parent.__init__).parameters if name not in ("self", "policy", "env")]
+    unknown = [name for name in kwargs if name not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], [*known, *options.names()], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"{algorithm} got an unexpected keyword argument {unknown[0]!r}{hint}")
 
 
 def ppo_keywords(parent: type, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from sb3_xppo.common.options import (
     check_clip_range,
     check_clip_range_vf,
     check_normalize_advantage,
+    check_parent_keywords,
     parent_keywords,
     ppo_keywords,
 )
@@ -108,6 +109,7 @@ class XPPOSetupMixin(XPPORolloutMixin):
         check_clip_range_vf(ppo["clip_range_vf"])
         normalize_advantage = check_normalize_advantage(ppo["normalize_advantage"])
         given = self.options_class.from_keywords(options, kwargs)
+        check_parent_keywords(type(self).__name__, parent, kwargs, self.options_class)
         checked = given.checked(ppo["clip_range"], ppo["clip_range_vf"])
         if isinstance(env, str):
             # An env id is made without a render mode, where SB3's maybe_make_env asks for "rgb_array": the same
