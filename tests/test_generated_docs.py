@@ -31,9 +31,11 @@ def test_the_pages_hold_the_regions() -> None:
         for page in render_docs.PAGES
     }
     names = {page: {match[1] for match in found} for page, found in regions.items()}
-    assert {"headline", "decision"} <= names["README.md"]
-    assert {"headline", "defaults", "recommended", "zoo-entries", "speed", "dagger"} <= names["docs/guide/benchmarks.md"]
-    assert "campaigns" in names["docs/guide/campaigns.md"]
+    assert {"front", "headline"} <= names["README.md"]
+    assert {"headline", "recommended", "zoo-entries", "speed", "dagger"} <= names["docs/guide/benchmarks.md"]
+    assert {"campaigns", "defaults", "screens", "speed-targets"} <= names["docs/guide/campaigns.md"]
+    assert names["docs/guide/vec_env.md"] >= {"vec-env-backends", "vec-env-speed", "train-cli"}
+    assert "front" in names["docs/index.md"]
     assert "decision" in names["docs/guide/xppo.md"]
     assert "multi-critic-match" in names["docs/guide/multi_critic.md"]
     used = set().union(*names.values())
@@ -260,7 +262,8 @@ def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monke
 
 
 def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """speed.json's ``<env>@<vec env>`` rows go to the vec env page with their targets; the plain rows stay PPO's claim."""
+    """speed.json's ``<env>@<vec env>`` rows go to the vec env page (their targets to the campaigns page); the plain rows
+    stay PPO's claim."""
     breakdown = {who: dict(us_per_step=dict(env=1.0, policy=1.0, forward=2.0, backward=2.0)) for who in ("PPO", "XPPO")}
 
     def row(env: str, ratio: float, target: float | None, exact: bool) -> dict:
@@ -277,10 +280,16 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
     (tmp_path / "speed.json").write_text(json.dumps(dict(results=rows)))
     table = render_docs.render_vec_env_speed(tmp_path).splitlines()
     assert table[2:4] == [
-        "| LunarLander-v3, lean | 1.70x, 1.69x (1.71x) | 1.6x (met) | bit for bit |",
-        "| LunarLander-v3, envpool | 2.00x, 1.99x (2.01x) | 2.5x (missed) | no (EnvPool's envs; max diff 0.5) |",
+        "| LunarLander-v3, lean | 1.69x (1.70x; 1.71x) | bit for bit |",
+        "| LunarLander-v3, envpool | 1.99x (2.00x; 2.01x) | no (EnvPool's envs; max diff 0.5) |",
     ]
-    assert render_docs.speed_claim() == "1.39x on CartPole-v1; bit for bit"
+    assert "target" not in render_docs.render_vec_env_speed(tmp_path)
+    targets = render_docs.render_speed_targets(tmp_path)
+    assert "| LunarLander-v3, lean | 1.6x (met) | 1.69x, 1.70x |" in targets and "2.5x (missed)" in targets
+    assert (
+        render_docs.speed_claim()
+        == "faster on CartPole-v1 (1.39x) (env-steps/s, median paired; the same parameters bit for bit)"
+    )
     assert "@" not in render_docs.render_speed_breakdown(tmp_path)
 
 
