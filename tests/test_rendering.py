@@ -76,7 +76,7 @@ def chromium(*args: str) -> str:
 
 def measure(page: Path, width: int) -> dict:
     """The page's tables, images and code blocks as laid out at ``width`` pixels (a probing copy beside the page)."""
-    probe = page.with_name(f".{page.stem}.probe.html")
+    probe = page.with_name(f".{page.stem}.{width}.probe.html")  # one per page and width: xdist runs them at once
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
     try:
         dom = chromium(f"--window-size={width},1000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
