@@ -592,9 +592,9 @@ def render_headline(page: Path) -> str:
     """One row per claim, each verdict answering its own claim in words, with a link to its evidence."""
 
     def row(claim: str, result: str, anchor: str) -> str:
-        return f"| {claim} | {result} | [evidence]({link(page, BENCHMARKS_PAGE, anchor)}) |"
+        return f"| {claim} | {result} ([evidence]({link(page, BENCHMARKS_PAGE, anchor)})) |"
 
-    lines = [f"| claim | {words_header(page)} | |", "| --- | --- | --- |"]
+    lines = [f"| claim | {words_header(page)} |", "| --- | --- |"]
     if (claim := exactness_claim()) is not None:
         lines.append(row("With PPO's options, XPPO trains PPO's model bit for bit", claim, "is-xppo-ppo"))
     if (claim := speed_claim()) is not None:
@@ -911,44 +911,39 @@ def render_vec_env_backends(page: Path) -> str:
     throughput, speed, ray = load(RESULTS / "vec_env.json"), speed_results(vec_env=True), load(RESULTS / "ray_vec_env.json")
     lean = dummy = envpool = subproc = ray_cell = "pending"
     if throughput is not None:
-        lean = "; ".join(
-            f"{r['env']} x{r['n_envs']}: {r['ratio_paired_median']:.2f}x `make_vec_env`'s env-steps/s"
-            for r in throughput["rows"]
-        )
+        cells = [f"{r['env']} x{r['n_envs']} {r['ratio_paired_median']:.2f}x" for r in throughput["rows"]]
+        lean = "env-steps/s against `make_vec_env`'s: " + ", ".join(cells)
         dummy = "1x (SB3's own)"
     if speed is not None:
         rows = [r for r in speed["results"] if r["env"].endswith("@envpool")]
-        envpool = "; ".join(
-            f"`learn()` on {r['env'].split('@')[0]}: {r['ratio_paired']:.2f}x SB3 PPO's env-steps/s" for r in rows
+        envpool = "`learn()`, env-steps/s against SB3 PPO's: " + ", ".join(
+            f"{r['env'].split('@')[0]} {r['ratio_paired']:.2f}x" for r in rows
         )
     if ray is not None:
         by_env: dict[str, list[dict[str, Any]]] = {}
         for r in ray["rows"]:
-            by_env.setdefault(r["env"], []).append(r)
-        largest = {
-            env.replace("sleep2ms", "a 2 ms step"): max(rows, key=lambda r: r["n_envs"]) for env, rows in by_env.items()
-        }
-        subproc = "; ".join(
-            f"{env} x{r['n_envs']}: {r['steps_per_s']['subproc'] / r['steps_per_s']['lean']:.2f}x the lean env's"
-            for env, r in largest.items()
-        )
-        ray_cell = "; ".join(
-            f"{env} x{r['n_envs']}: {r['steps_per_s']['ray'] / r['steps_per_s']['lean']:.2f}x the lean env's"
-            for env, r in largest.items()
-        )
-    header = "| backend | PPO's numbers, bit for bit | runs in | wrappers, `render()` | env ids | measured speed |"
+            by_env.setdefault(r["env"].replace("sleep2ms", "a 2 ms step"), []).append(r)
+        largest = {env: max(rows, key=lambda r: r["n_envs"]) for env, rows in by_env.items()}
+
+        def against_lean(who: str) -> str:
+            cells = [
+                f"{env} x{r['n_envs']} {r['steps_per_s'][who] / r['steps_per_s']['lean']:.2f}x" for env, r in largest.items()
+            ]
+            return "`learn()` against the lean env: " + ", ".join(cells)
+
+        subproc, ray_cell = against_lean("subproc"), against_lean("ray")
     return "\n".join(
         [
-            header,
+            "| backend | PPO's numbers, bit for bit | runs in | wrappers, `render()` | env ids | measured speed |",
             "| --- | --- | --- | --- | --- | --- |",
-            f'| `"lean"` (the default) | yes | one process | yes; `render()` with a `render_mode` | any | {lean} |',
-            f'| `"dummy"` (`DummyVecEnv`) | yes | one process | yes | any | {dummy} |',
-            f'| `"subproc"` (`SubprocVecEnv`) | yes | one process per env | yes | any | {subproc} |',
-            f'| `"envpool"` | no: EnvPool\'s C++ envs | one process, C++ threads | no | `ENVPOOL_ENV_IDS` | {envpool} |',
-            f'| `"ray"` (`RayVecEnv`) | yes | Ray actors on a cluster\'s nodes | yes | any | {ray_cell} |',
+            f'| `"lean"` (default) | yes | one process | yes | any | {lean} |',
+            f'| `"dummy"` | yes | one process | yes | any | {dummy} |',
+            f'| `"subproc"` | yes | a process per env | yes | any | {subproc} |',
+            f'| `"envpool"` | no: C++ envs | one process, C++ threads | no | `ENVPOOL_ENV_IDS` | {envpool} |',
+            f'| `"ray"` | yes | Ray actors, any node | yes | any | {ray_cell} |',
             "",
-            "Speeds are medians of paired repetitions (Ray and `SubprocVecEnv`: the best repetition, on a 2-core machine); "
-            "the sections below say how each was measured.",
+            f"Speeds: {MEDIAN_PAIRED} ratios; Ray and `SubprocVecEnv` the best repetition on a 2-core machine. How each "
+            "was measured is in the sections below.",
         ]
     )
 
