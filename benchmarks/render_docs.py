@@ -617,7 +617,10 @@ def render_headline(page: Path) -> str:
 
 
 #: The zoo config's entries that are not rl-zoo3's PPO entry, in words (``zoo_configs/xppo.yml`` says why)
-ZOO_OWN_ENTRIES = "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO"
+ZOO_OWN_ENTRIES = (
+    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO, the multi-critic "
+    "`mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
+)
 
 
 def render_decision(page: Path) -> str:

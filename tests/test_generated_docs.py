@@ -308,3 +308,20 @@ def test_the_floor_table_sets_the_fixed_pieces_against_what_the_target_leaves() 
     assert "| LunarLander-v3, lean | 312 | 80 + 40 + 50 + 70 = 240 | 60 |" in lines
     assert not any("Pendulum" in line for line in lines)
     assert "On LunarLander-v3, envpool they alone take more than the target leaves" in lines[-1]
+
+
+def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
+    """The zoo config's row says which entries are its own: each one that differs from rl-zoo3's PPO entry is named."""
+    import rl_zoo3
+    import yaml
+
+    with open(ROOT / "sb3_xppo" / "zoo_configs" / "xppo.yml") as f:
+        ours = yaml.safe_load(f)
+    with open(Path(rl_zoo3.__file__).parent / "hyperparams" / "ppo.yml") as f:
+        theirs = yaml.safe_load(f)
+    own = [env_id for env_id, entry in ours.items() if env_id != "default" and theirs.get(env_id) != entry]
+    assert "Pendulum-v1" in own
+    decision = render_docs.render_decision(ROOT / "README.md")
+    zoo_row = next(line for line in decision.splitlines() if "zoo_configs/xppo.yml" in line)
+    for env_id in own:
+        assert env_id in zoo_row, env_id
