@@ -151,3 +151,11 @@ def test_every_public_name_has_a_reference_entry() -> None:
 def test_entries_are_documented_once() -> None:
     names = [name for name, _ in documented_objects()]
     assert len(names) == len(set(names))
+
+
+def test_ci_means_continuous_integration() -> None:
+    """A confidence interval is a "95% interval" on every page: "CI" is continuous integration (``.ci/run``) only."""
+    interval_words = re.compile(r"95% CI|\bCIs\b|\bCI of\b|\bCI\]|\bCI (?:overlap|apart)")
+    for page in [ROOT / "README.md", *MARKDOWN_PAGES]:
+        found = interval_words.search(page.read_text(encoding="utf-8"))
+        assert found is None, f"{page.name}: {found and found[0]!r}"
