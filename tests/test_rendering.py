@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,9 +69,10 @@ def needs_browser() -> None:
 
 
 def chromium(*args: str) -> str:
-    """Run headless Chromium; return what it printed."""
+    """Run headless Chromium in a profile of its own (xdist's workers run several at once); return what it printed."""
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--allow-file-access-from-files"]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([*command, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120)
     return done.stdout
 
 
