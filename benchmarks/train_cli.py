@@ -47,6 +47,8 @@ from provenance import code_record  # noqa: E402
 RESULTS = os.path.join(BENCHMARKS, "results")
 #: the commands timed, by name: the module run with ``python -m`` and its algorithm
 COMMANDS = {"PPO": ("rl_zoo3.train", "ppo"), "XPPO": ("sb3_xppo.train", "xppo")}
+#: flags that make the two commands do the same work: no progress bar (XPPO's default, not rl-zoo3's)
+SAME_WORK = {"XPPO": ["--no-progress"]}
 #: rl-zoo3's PPO hyperparameters, the config of both commands
 PPO_CONFIG = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo.yml")
 #: env id -> the XPPO/PPO ratio the command must reach
@@ -66,7 +68,7 @@ def run_command(name: str, env_id: str, steps: int, seed: int, log_folder: str) 
     """
     module, algo = COMMANDS[name]
     command = [sys.executable, "-m", module, "--algo", algo, "--env", env_id, "-n", str(steps), "--seed", str(seed)]
-    command += ["--conf-file", PPO_CONFIG, "--num-threads", "1", "-f", log_folder]
+    command += [*SAME_WORK.get(name, []), "--conf-file", PPO_CONFIG, "--num-threads", "1", "-f", log_folder]
     cpu, start = child_cpu_seconds(), time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds, cpu_seconds = time.perf_counter() - start, child_cpu_seconds() - cpu
