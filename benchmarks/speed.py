@@ -656,15 +656,20 @@ def format_table(results: list[dict[str, Any]]) -> str:
 
 
 def plot(results: list[dict[str, Any]], path: str) -> None:
-    """Stacked bars of the breakdown (microseconds per env-step), one panel per env, PPO / XPPO / env only."""
+    """
+    Stacked bars of the breakdown (microseconds per env-step), one panel per env, PPO / XPPO / env only; two panels a
+    row, about 1000 pixels wide, so that the labels stay legible on a page.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4.8), squeeze=False)
+    columns = min(2, len(results))
+    rows = -(-len(results) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.0 * columns, 3.6 * rows + 1.2), squeeze=False)
     colors = plt.get_cmap("tab20").colors
-    for ax, r in zip(axes[0], results, strict=True):
+    for ax, r in zip(axes.flat, results, strict=False):
         names = [n for n in (*ALGOS, ENV_ONLY) if n in r["breakdown"]]
         bottoms = np.zeros(len(names))
         for i, (key, label) in enumerate(CATEGORIES.items()):
@@ -672,14 +677,19 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
             ax.bar(names, heights, bottom=bottoms, color=colors[i % len(colors)], label=label)
             bottoms += heights
         for x, n in enumerate(names):
-            ax.annotate(f"{r['speed'][n]['best']:.0f}/s", (x, bottoms[x]), ha="center", va="bottom", fontsize=8)
-        ax.set_title(f"{r['env']}: XPPO/PPO {r['ratio_best']:.2f}x")
-        ax.set_ylabel(f"microseconds per env-step ({r['clock']} clock)")
-        ax.set_ylim(0, bottoms.max() * 1.1)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-    fig.suptitle("learn() time per env-step (instrumented runs; labels: uninstrumented best env-steps/s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+            ax.annotate(f"{r['speed'][n]['best']:.0f}/s", (x, bottoms[x]), ha="center", va="bottom", fontsize=9)
+        env_id, _, vec_env = r["env"].partition("@")
+        where = f" (XPPO: {vec_env})" if vec_env else ""
+        ax.set_title(f"{env_id}{where}: XPPO/PPO {r['ratio_paired']:.2f}x median paired", fontsize=9.5)
+        ax.set_ylabel(f"us per env-step ({r['clock']} clock)")
+        ax.set_ylim(0, bottoms.max() * 1.15)
+    for ax in list(axes.flat)[len(results) :]:
+        ax.axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
+    fig.suptitle("learn() time per env-step (instrumented runs; bar labels: best uninstrumented env-steps/s)", fontsize=11)
+    fig.tight_layout(rect=(0, 1.0 / (3.6 * rows + 1.2), 1, 1))
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

@@ -13,6 +13,9 @@ are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluati
 and ``--ray-envs-per-actor``) besides rl-zoo3's ``dummy`` and ``subproc``, and a config entry may choose
 with its ``vec_env`` key, which ``--vec-env`` overrides (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
 after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
+
+A training run shows a progress bar (rl-zoo3's ``-P``/``--progress`` is on by default); ``--no-progress`` turns it off,
+for logs that go to a file.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ import sys
 from collections.abc import Sequence
 
 from sb3_xppo import zoo
+
+#: The flag that turns the default progress bar off (rl-zoo3 has only ``-P``/``--progress``, off by default)
+NO_PROGRESS = "--no-progress"
+
+
+def split_progress_arg(args: Sequence[str]) -> tuple[bool, list[str]]:
+    """
+    :param args: the user's command-line arguments
+    :return: whether to show rl-zoo3's progress bar (unless ``--no-progress`` is given) and the arguments without
+        ``--no-progress``
+    """
+    rest = [arg for arg in args if arg != NO_PROGRESS]
+    return len(rest) == len(args), rest
 
 
 def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
@@ -54,9 +70,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     from rl_zoo3.train import train
 
     args = list(sys.argv[1:] if argv is None else argv)
+    progress, args = split_progress_arg(args)
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
+    if progress:
+        defaults.append("--progress")
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
     with zoo.zoo_session([*defaults, *args], vec_env=vec_env, ray_options=ray_options):
         train()

@@ -84,10 +84,24 @@ def test_links_resolve(page: Path) -> None:
 
 
 def test_every_page_is_in_the_table_of_contents() -> None:
-    index = (DOCS / "index.rst").read_text()
+    index = (DOCS / "index.md").read_text()
+    toctrees = re.findall(r"```\{toctree\}\n(.*?)```", index, re.DOTALL)
+    listed = {line.strip() for tree in toctrees for line in tree.splitlines() if line.strip() and not line.startswith(":")}
     for page in PAGES:
-        if page.name != "index.rst":
-            assert f"   {page.relative_to(DOCS).with_suffix('').as_posix()}\n" in index, page
+        if page.name != "index.md":
+            assert page.relative_to(DOCS).with_suffix("").as_posix() in listed, page
+
+
+def test_the_user_guide_holds_no_project_bookkeeping() -> None:
+    """Campaign histories, targets and issue numbers live on the development pages, outside the User Guide."""
+    index = (DOCS / "index.md").read_text()
+    guide = re.search(r"```\{toctree\}\n[^`]*:caption: User Guide\n(.*?)```", index, re.DOTALL)[1].split()
+    assert "guide/campaigns" not in guide and "guide/development" not in guide
+    for name in guide:
+        text = (DOCS / f"{name}.md").read_text()
+        prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        for word in (r"\bissue \d+", r"\btargets?\b.{0,40}\b(met|missed)\b", r"\bIssue \d+"):
+            assert not re.search(word, prose), (name, word, re.search(word, prose))
 
 
 def documented_objects() -> list[tuple[str, Any]]:
@@ -137,3 +151,11 @@ def test_every_public_name_has_a_reference_entry() -> None:
 def test_entries_are_documented_once() -> None:
     names = [name for name, _ in documented_objects()]
     assert len(names) == len(set(names))
+
+
+def test_ci_means_continuous_integration() -> None:
+    """A confidence interval is a "95% interval" on every page: "CI" is continuous integration (``.ci/run``) only."""
+    interval_words = re.compile(r"95% CI|\bCIs\b|\bCI of\b|\bCI\]|\bCI (?:overlap|apart)")
+    for page in [ROOT / "README.md", *MARKDOWN_PAGES]:
+        found = interval_words.search(page.read_text(encoding="utf-8"))
+        assert found is None, f"{page.name}: {found and found[0]!r}"

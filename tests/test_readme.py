@@ -82,12 +82,34 @@ def test_python_block_runs(code: str, tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_quickstart_commands_are_what_ci_runs() -> None:
     quickstart = section("Quickstart")
-    train, test = [code.strip() for _, code in markdown_blocks(quickstart, "bash")][:2]
-    test_steps = [step.strip() for step in test.split("&&")]
-    train_steps = [step.strip() for step in train.split("&&")]
-    assert test_steps == ci_steps()
-    # the train command sets up the same way, then trains
-    assert train_steps == [*test_steps[:-1], "python -m sb3_xppo.train"]
+    small, main = [code.strip() for _, code in markdown_blocks(quickstart, "bash")][:2]
+    ci = ci_steps()
+    # the smallest install: CI's torch, then the package without extras
+    torch = next(step for step in ci if step.startswith("pip install torch"))
+    assert [step.strip() for step in small.split("&&")] == [torch, "pip install -e ."]
+    # the main job and the tests: CI's set-up, the training command, then CI's test command
+    assert shell_commands_of([("main", main)]) == [*ci[:-1], "python -m sb3_xppo.train", ci[-1]]
+    assert ci[-1].startswith("pytest")
+
+
+def test_the_first_screen_answers() -> None:
+    """What it is, what a user gets (each with a number and its evidence), the smallest install and a short example."""
+    first_screen = README.split("\n## Quickstart\n", 1)[0]
+    sentence = first_screen.split("\n\n")[1]
+    assert sentence.count(". ") == 0 and sentence.endswith("."), "one sentence on what it is"
+    front = [line for line in first_screen.splitlines() if line.startswith("- **")]
+    assert 3 <= len(front) <= 4
+    for line in front:
+        assert re.search(r"\d", line) and "[evidence](docs/guide/benchmarks.md#" in line, line
+    quickstart = section("Quickstart")
+    example = markdown_blocks(quickstart, "python")[0][1]
+    assert 'XPPO("MlpPolicy", "CartPole-v1"' in example and "total_timesteps=25_000" in example
+    # the install and the example come before the first 60 lines are over
+    lines = README.splitlines()
+    assert lines.index("pip install torch==2.13.0 && pip install -e .") < 60
+    # no command runs off a page's code box (about 90 characters on the site and on GitHub)
+    for _, code in markdown_blocks(quickstart, "bash"):
+        assert max(len(line) for line in code.splitlines()) <= 90, code
 
 
 def test_docs_build_commands_are_what_ci_runs() -> None:

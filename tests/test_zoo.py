@@ -17,6 +17,7 @@ import yaml
 from helpers import zoo_model
 from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import ProgressBarCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import VecNormalize
 
@@ -179,6 +180,16 @@ def test_train_defaults(args, algo, env_id, conf_file, n_timesteps, tmp_path, mo
     assert no_learning[0].n_timesteps == n_timesteps
     model_class = {"xppo": XPPO, "ppo": PPO}[algo]
     assert type(model_class.load(run_dir / f"{env_id}.zip")) is model_class
+
+
+@pytest.mark.parametrize(("args", "shown"), [([], True), (["--no-progress"], False), (["-P", "--no-progress"], True)])
+def test_training_shows_a_progress_bar_unless_told_not_to(args, shown, tmp_path, monkeypatch, no_learning) -> None:
+    # rl-zoo3's -P is the default; --no-progress (ours) turns it off, and an explicit -P still wins
+    monkeypatch.chdir(tmp_path)
+    train_main(["--env", "CartPole-v1", "-n", "64", *args])
+    assert no_learning[0].show_progress is shown
+    callbacks = no_learning[0].callbacks
+    assert any(isinstance(c, ProgressBarCallback) for c in callbacks) is shown
 
 
 def test_sampler_draws_xppo_options_and_the_converter_agrees() -> None:

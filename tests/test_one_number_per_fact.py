@@ -1,0 +1,145 @@
+"""
+One number for one fact: every speed ratio the pages quote with its label (*median paired*, env-steps/s) is the same
+wherever the same fact is quoted. A fact is an env (with ``xN`` for an env-only throughput) and a backend (``lean``,
+``envpool``, ...; none when both algorithms step the same envs). Reads the pages as they are committed: nothing runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from helpers import FENCE_OPEN, ROOT
+
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+ENV = re.compile(r"(?P<env>(?:sb3_xppo/)?[A-Z][A-Za-z]+-v\d)(?P<n> x\d+)?")
+RATIO = re.compile(r"(?<![\w.])(?P<ratio>\d+\.\d\d)x")
+BACKEND = re.compile(r"\b(lean|envpool|subproc|ray|dummy)\b")
+#: A unit of text quotes a speed fact only under one of these labels
+LABELS = ("median paired", "env-steps/s")
+#: A ratio right after one of these words is another figure of the same fact (the best run, CPU time) or a target
+OTHER_FIGURES = re.compile(r"(best|CPU time|CPU|at least|at most|target)[;:,]?\s*\(?$")
+#: ``1.35x on CartPole-v1``: the env a ratio names right after it
+NAMED_AFTER = re.compile(r"\s+(?:\S+\s+){0,3}?(?:on|for)\s+$")
+
+
+def key(env: re.Match[str], context: str) -> tuple[str, str]:
+    """The fact an env mention names: the env (``xN`` kept) and the backend its context names."""
+    backend = BACKEND.search(context)
+    name = env["env"] + (env["n"] or "")
+    # an env-only throughput (``xN``) is the lean env's by definition
+    return name, "" if backend is None or (env["n"] and backend[1] == "lean") else backend[1]
+
+
+def prose_facts(text: str, backend_context: str = "") -> list[tuple[tuple[str, str], str]]:
+    """(fact, ratio) of each labelled ratio in a clause, paired with the env mentioned nearest before it (or after)."""
+    found = []
+    envs = list(ENV.finditer(text))
+    for ratio in RATIO.finditer(text):
+        if OTHER_FIGURES.search(text[max(0, ratio.start() - 16) : ratio.start()]):
+            continue
+        before = [env for env in envs if env.end() <= ratio.start()]
+        after = [env for env in envs if env.start() >= ratio.end()]
+        named = after and NAMED_AFTER.match(text[ratio.end() : after[0].start()])
+        env = after[0] if named else before[-1] if before else after[0] if after else None
+        if env is not None:
+            found.append((key(env, backend_context or text[env.start() : env.end() + 24]), ratio["ratio"]))
+    return found
+
+
+def page_lines(page: Path) -> list[str]:
+    """The page's lines, those of code blocks blanked (so that line numbers stay the file's)."""
+    lines, fence = [], None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        opening = FENCE_OPEN.match(line)
+        if fence is None and opening:
+            fence = opening.group("fence")
+            lines.append("")
+        elif fence is not None:
+            if re.match(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$", line):
+                fence = None
+            lines.append("")
+        else:
+            lines.append(line)
+    return lines
+
+
+def speed_facts(page: Path) -> list[tuple[tuple[str, str], str, str]]:
+    """(fact, ratio, where) of every labelled speed ratio of a page, outside code blocks."""
+    lines = page_lines(page)
+    found: list[tuple[tuple[str, str], str, str]] = []
+    header, paragraph, start = "", [], 0
+
+    def flush() -> None:
+        text = " ".join(paragraph)
+        for clause in re.split(r";|(?<=[a-z)])\. ", text):
+            if any(label in clause for label in LABELS):
+                found.extend((fact, ratio, f"{page.relative_to(ROOT)}:{start}") for fact, ratio in prose_facts(clause))
+        paragraph.clear()
+
+    for number, line in enumerate(lines, 1):
+        where = f"{page.relative_to(ROOT)}:{number}"
+        if not line.startswith("|"):
+            header = ""
+            if line.strip():
+                start = start if paragraph else number
+                paragraph.append(line.strip())
+            else:
+                flush()
+            continue
+        flush()
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if number < len(lines) and lines[number].startswith("| ---"):
+            header = line
+            continue
+        if line.startswith("| ---") or not any(label in header + line for label in LABELS):
+            continue
+        first = ENV.search(cells[0])
+        if first is not None:  # a row about one env: its first ratio is the labelled one
+            ratio = next((r for cell in cells[1:] for r in RATIO.finditer(cell)), None)
+            if ratio is not None:
+                found.append((key(first, cells[0]), ratio["ratio"], where))
+        else:  # a row about one backend or one claim: each cell is prose
+            for cell in cells[1:]:
+                for clause in cell.split(";"):
+                    found += [(fact, ratio, where) for fact, ratio in prose_facts(clause, cells[0])]
+    flush()
+    return found
+
+
+def conflicts(pages: list[Path]) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """The facts quoted with more than one value, each value with where it is quoted."""
+    by_fact: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for page in pages:
+        for fact, ratio, where in speed_facts(page):
+            by_fact.setdefault(fact, {}).setdefault(ratio, []).append(where)
+    return {fact: values for fact, values in by_fact.items() if len(values) > 1}
+
+
+def test_each_speed_fact_has_one_value_on_every_page() -> None:
+    assert conflicts(PAGES) == {}
+
+
+def test_the_pages_quote_the_speed_facts() -> None:
+    """The scan sees the facts the issue found quoted three ways: CartPole-v1, on the same envs and on the lean env."""
+    facts = {fact for page in PAGES for fact, _, _ in speed_facts(page)}
+    assert {("CartPole-v1", ""), ("CartPole-v1", "lean"), ("LunarLander-v3", "envpool"), ("LunarLander-v3 x16", "")} <= facts
+
+
+def test_two_values_for_one_fact_are_caught(tmp_path: Path) -> None:
+    """Negative control: the issue's CartPole figures, 1.35x on one page and 1.23x on another, both 'median paired'."""
+    one, other = tmp_path / "one.md", tmp_path / "other.md"
+    one.write_text("`learn()` is 1.35x PPO's env-steps/s on CartPole-v1 (median paired).\n")
+    other.write_text(
+        "| env | XPPO / PPO: median paired (best) |\n| --- | --- |\n| CartPole-v1 | 1.23x (1.20x) |\n"
+        "| CartPole-v1, lean | 1.24x (1.24x) |\n"
+    )
+    import test_one_number_per_fact as scan
+
+    original = scan.ROOT
+    scan.ROOT = tmp_path
+    try:
+        found = conflicts([one, other])
+    finally:
+        scan.ROOT = original
+    assert found == {("CartPole-v1", ""): {"1.35": ["one.md:1"], "1.23": ["other.md:3"]}}

@@ -1,0 +1,164 @@
+"""
+The built documentation as a reader sees it: each page of ``docs/_build/html`` rendered by headless Chromium at
+1400 and 1024 pixels. No table row has more cells than its header, no figure is shrunk past legibility, no code
+block of the front pages runs off its box, and a screenshot of each page is kept under ``docs/_build/screenshots/``
+(CI's artifacts). The markdown sources' tables are checked too, as GitHub renders them.
+
+Needs Debian's ``chromium`` (``.ci/run`` installs it) and the built site (``.ci/run`` builds it before pytest:
+``sphinx-build -W --keep-going -b html docs docs/_build/html``); without either the browser tests skip, saying which.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, _outside_fences
+
+HTML = ROOT / "docs" / "_build" / "html"
+SCREENSHOTS = ROOT / "docs" / "_build" / "screenshots"
+CHROMIUM = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+#: Pages rendered: the front page, the guide, the changelog (the API reference is autodoc's own layout)
+PAGES = sorted([HTML / "index.html", *HTML.glob("guide/*.html"), *HTML.glob("misc/*.html")]) if HTML.is_dir() else []
+WIDTHS = (1400, 1024)
+#: A figure drawn this many times wider than it is shown has labels too small to read; per window width
+MAX_SHRINK = {1400: 1.6, 1024: 2.0}
+#: Pages whose code blocks must fit their box: what a newcomer copies first
+NO_SCROLLING_CODE = ("index.html", "install.html")
+MARKER = "render-check"
+# runs once the page and its images have loaded; the result lands in the DOM that --dump-dom prints
+PROBE = """
+<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const cells = (row) => [...row.children].reduce((n, cell) => n + (cell.colSpan || 1), 0);
+  const tables = [...document.querySelectorAll("table.docutils")].map((table) => {
+    const head = table.querySelector("thead tr");
+    return {
+      header: head ? cells(head) : null,
+      rows: [...table.querySelectorAll("tbody tr")].map(cells),
+      text: (head ? head.innerText : table.innerText).slice(0, 80),
+    };
+  });
+  const images = [...document.querySelectorAll(".rst-content img")].map((img) => ({
+    src: img.getAttribute("src"), natural: img.naturalWidth, shown: img.clientWidth,
+    box: img.parentElement.clientWidth,
+  }));
+  const code = [...document.querySelectorAll(".rst-content pre")].map((pre) => ({
+    scroll: pre.scrollWidth, shown: pre.clientWidth, text: pre.innerText.split("\\n")[0].slice(0, 80),
+  }));
+  const out = document.createElement("pre");
+  out.id = "MARKER";
+  out.textContent = JSON.stringify({tables, images, code, page: document.documentElement.scrollWidth,
+                                    window: window.innerWidth});
+  document.body.appendChild(out);
+}, 0));
+</script>
+""".replace("MARKER", MARKER)
+
+
+def needs_browser() -> None:
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (apt-get install -y chromium; .ci/run installs it)")
+    if not (HTML / "index.html").is_file():
+        pytest.skip("no built docs: sphinx-build -W --keep-going -b html docs docs/_build/html")
+
+
+def chromium(*args: str) -> str:
+    """Run headless Chromium in a profile of its own (xdist's workers run several at once); return what it printed."""
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--allow-file-access-from-files"]
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([*command, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120)
+    return done.stdout
+
+
+def measure(page: Path, width: int) -> dict:
+    """The page's tables, images and code blocks as laid out at ``width`` pixels (a probing copy beside the page)."""
+    probe = page.with_name(f".{page.stem}.{width}.probe.html")  # one per page and width: xdist runs them at once
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    try:
+        dom = chromium(f"--window-size={width},1000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    finally:
+        probe.unlink()
+    found = re.search(rf'<pre id="{MARKER}">(.*?)</pre>', dom, re.DOTALL)
+    assert found, f"{page.name}: the probe did not run"
+    return json.loads(found[1].replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+
+
+def page_id(page: Path) -> str:
+    return page.relative_to(HTML).as_posix()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page", PAGES, ids=[page_id(p) for p in PAGES])
+def test_page_renders_legibly(page: Path, width: int) -> None:
+    needs_browser()
+    shot = SCREENSHOTS / f"{page_id(page).replace('/', '_').removesuffix('.html')}_{width}.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    chromium(f"--window-size={width},2400", f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file() and shot.stat().st_size > 0, "no screenshot"
+
+    found = measure(page, width)
+    for table in found["tables"]:
+        if table["header"] is not None:
+            assert max(table["rows"], default=0) <= table["header"], f"a row wider than its header: {table['text']}"
+    for image in found["images"]:
+        assert image["natural"] > 0, f"{image['src']} did not load"
+        assert image["shown"] <= image["box"] + 1, f"{image['src']} overflows its column"
+        shrink = image["natural"] / image["shown"]
+        assert shrink <= MAX_SHRINK[width], f"{image['src']}: {image['natural']} px drawn in {image['shown']} ({shrink:.1f}x)"
+    assert found["page"] <= found["window"] + 1, "the page scrolls sideways"
+    if page.name in NO_SCROLLING_CODE and width == WIDTHS[0]:
+        for code in found["code"]:
+            assert code["scroll"] <= code["shown"] + 1, f"code runs off its box: {code['text']}"
+
+
+def test_the_probe_catches_a_split_row_and_a_huge_figure(tmp_path: Path) -> None:
+    """Negative control: a row with a cell too many and a figure drawn 3x wider than shown are both found."""
+    needs_browser()
+    page = tmp_path / "bad.html"
+    png = ROOT / "benchmarks" / "results" / "speed.png"
+    page.write_text(
+        '<html><body><div class="rst-content" style="width:400px">'
+        '<table class="docutils"><thead><tr><th>a</th><th>b</th></tr></thead>'
+        "<tbody><tr><td>1</td><td>2</td><td>3</td></tr></tbody></table>"
+        f'<p><img src="{png.as_uri()}" style="width:100px"></p></div></body></html>'
+    )
+    found = measure(page, 1400)
+    assert found["tables"][0]["rows"] == [3] and found["tables"][0]["header"] == 2
+    image = found["images"][0]
+    assert image["natural"] / image["shown"] > MAX_SHRINK[1400]
+
+
+# --- the markdown sources, as GitHub renders them (no browser needed) ---
+
+MARKDOWN = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+TABLE_SEPARATOR = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$")
+
+
+def table_cells(line: str) -> int:
+    """The cells GitHub's table parser sees in a row: every unescaped ``|`` splits, inside backticks too."""
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=[p.relative_to(ROOT).as_posix() for p in MARKDOWN])
+def test_markdown_table_rows_fit_their_header(path: Path) -> None:
+    lines = _outside_fences(path.read_text(encoding="utf-8"))
+    header = None
+    for previous, line in zip(["", *lines], lines):
+        if TABLE_SEPARATOR.match(line.strip()):
+            header = table_cells(previous)
+        elif header is not None and line.startswith("|"):
+            assert table_cells(line) <= header, f"{path.name}: a row with more cells than its header: {line[:100]}"
+        elif not line.startswith("|"):
+            header = None
+
+
+def test_a_pipe_in_backticks_splits_a_row() -> None:
+    """Negative control: the old HPO row, ``|A|`` inside backticks, has more cells than its header."""
+    assert table_cells("| `actor_loss` | `x` | weighted by `|A|` (after) |") == 5
+    assert table_cells("| `actor_loss` | `x` | weighted by `abs(A)` (after) |") == 3
