@@ -65,8 +65,10 @@ def test_the_rest_of_the_signature_is_the_parents(algo: type) -> None:
         for name in set(rest) - XPPO_READS_DIFFERENTLY:
             assert parameters[name].default == ppo[name].default, name
     else:
-        # the parent's keywords pass through *args / **kwargs (options.parent_keywords)
-        assert rest == ["policy", "env", "args", "_init_setup_model", "kwargs"]
+        # the parent's keywords pass through *args / **kwargs (options.parent_keywords); the recurrent algorithms add
+        # sequence_batching (sb3_xppo.common.sequences)
+        own = ["sequence_batching"] if algo is RecurrentXPPO else []
+        assert rest == ["policy", "env", "args", "_init_setup_model", *own, "kwargs"]
         assert not set(XPPO_OPTIONS) & set(parameters_of(PARENTS[algo]))
 
 

@@ -2,12 +2,14 @@
 What XPPO's algorithms over sb3-contrib's ``RecurrentPPO`` share (:class:`~sb3_xppo.RecurrentXPPO`,
 :class:`~sb3_xppo.MaskableRecurrentXPPO`): the rollout buffer of padded sequences, how a minibatch's actions are
 evaluated (the LSTM run over each sequence from the state stored at its start) and which samples count (not the
-padding).
+padding), and, with ``sequence_batching``, the whole-sequence LSTM passes of ``train()``
+(:mod:`sb3_xppo.common.sequences`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 import torch as th
@@ -15,6 +17,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
+from sb3_xppo.common.sequences import SequenceBatchingMixin, check_sequence_batching
 from sb3_xppo.core.algorithm import XPPOCoreMixin
 from sb3_xppo.core.rollout import PolicyCalls, RecurrentPolicyCalls
 
@@ -46,12 +49,23 @@ class RecurrentCoreMixin(XPPOCoreMixin):
         XPPORecurrentRolloutBuffer,
         XPPORecurrentDictRolloutBuffer,
     )
+    #: ``train()`` runs the LSTMs over whole sequences (:mod:`sb3_xppo.common.sequences`): the constructor's
+    #: ``sequence_batching``, False for a model saved before it existed
+    sequence_batching: bool = False
     n_steps: int
     n_envs: int
     gamma: float
     gae_lambda: float
 
     def _setup_model(self) -> None:
+        # load(..., sequence_batching=...) sets the attribute unchecked
+        self.sequence_batching = check_sequence_batching(self.sequence_batching)
+        if self.sequence_batching and not issubclass(self.policy_class, SequenceBatchingMixin):  # type: ignore[attr-defined]
+            raise ValueError(
+                "sequence_batching=True needs an LSTM policy that runs whole sequences (a subclass of "
+                f"sb3_xppo.common.sequences.SequenceBatchingMixin, as 'MlpLstmPolicy', ...), got "
+                f"{self.policy_class.__name__}"  # type: ignore[attr-defined]
+            )
         super()._setup_model()
         buffer = self.rollout_buffer
         box, dict_obs = self.sequence_buffer_classes
@@ -69,9 +83,14 @@ class RecurrentCoreMixin(XPPOCoreMixin):
 
     def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
         # RecurrentPPO's: the LSTM runs over each padded sequence from the state stored at its start
-        return self.policy.evaluate_actions(
-            rollout_data.observations, actions, rollout_data.lstm_states, rollout_data.episode_starts
-        )
+        with self._sequence_passes():
+            return self.policy.evaluate_actions(
+                rollout_data.observations, actions, rollout_data.lstm_states, rollout_data.episode_starts
+            )
+
+    def _sequence_passes(self) -> AbstractContextManager[None]:
+        """The block of a minibatch's policy calls: whole-sequence LSTM passes with ``sequence_batching``."""
+        return self.policy.whole_sequences() if self.sequence_batching else nullcontext()
 
     def _valid_samples(self, rollout_data: Any) -> th.Tensor:
         # The padding that makes sequences of equal length does not count (RecurrentPPO's mask)

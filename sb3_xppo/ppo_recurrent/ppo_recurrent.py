@@ -21,6 +21,7 @@ from sb3_xppo.common.policies import (
     RecurrentXPPOActorCriticPolicy,
     RecurrentXPPOMultiInputActorCriticPolicy,
 )
+from sb3_xppo.common.sequences import check_sequence_batching
 from sb3_xppo.core.recurrent import RecurrentCoreMixin, reject_reward_groups
 
 SelfRecurrentXPPO = TypeVar("SelfRecurrentXPPO", bound="RecurrentXPPO")
@@ -46,6 +47,10 @@ class RecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     :param policy: The policy model to use (MlpLstmPolicy, CnnLstmPolicy, MultiInputLstmPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    :param sequence_batching: ``train()`` runs the LSTMs over each minibatch's sequences in whole-sequence calls, the
+        states reset where an episode starts (:mod:`sb3_xppo.common.sequences`; sb3-contrib issue #113, PR #118): several
+        times faster, the same computation to float tolerance but not bit for bit (the sums run in another order).
+        False (default): ``RecurrentPPO``'s step-by-step loop, bit for bit. The rollout is step by step either way
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
     :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
         (``clip_range`` also takes a ``(low, high)`` pair, ``normalize_advantage`` also ``'rollout'``)
@@ -81,8 +86,10 @@ class RecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
         group_gradients: str | None = None,
         fast_paths: bool = True,
         _init_setup_model: bool = True,
+        sequence_batching: bool = False,
         **kwargs: Any,
     ):
+        self.sequence_batching = check_sequence_batching(sequence_batching)
         reject_reward_groups(reward_groups, "RecurrentXPPO")
         kwargs = parent_keywords(RecurrentPPO, args, kwargs)
         # Bad hyperparameters fail here, before any environment or network is built
