@@ -760,6 +760,37 @@ def render_vec_env_speed(page: Path) -> str:
     return "\n".join(lines + ["", *speed_floor_lines(data["results"])])
 
 
+def render_sequence_batching(page: Path) -> str:
+    """RecurrentXPPO with ``sequence_batching=True`` against RecurrentPPO: ``train()`` and ``learn()``, from
+    speed_sequences.json (``benchmarks/speed.py --sequences``)."""
+    data = load(RESULTS / "speed_sequences.json")
+    if data is None or not data.get("sequences"):
+        return "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    lines = [
+        "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO (CPU time) | `learn()` env-steps/s, "
+        "RecurrentXPPO / RecurrentPPO (CPU time) | targets (`train()`, `learn()`) | largest parameter difference |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in data["sequences"]:
+        q, met = r["ratio_paired"], r["targets_met"]
+        targets = ", ".join(
+            f"{r['targets'][key]:g}x {'met' if met[key] else 'missed'}" for key in ("train", "learn") if key in met
+        )
+        lines.append(
+            f"| {r['env']} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
+            f"{targets} | {r['max_abs_param_diff']:.1g} |"
+        )
+    runs = {r["env"]: f"{r['rollouts']} rollout{'s' if r['rollouts'] > 1 else ''}" for r in data["sequences"]}
+    reps = data["config"]["reps"]
+    lines += [
+        "",
+        f"Median paired ratios over {reps} runs of each, alternating, one torch thread "
+        f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run). The parameter difference is after the first "
+        "run of each, same seed: float rounding, grown over the run's updates.",
+    ]
+    return "\n".join(lines)
+
+
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
 #: same operations on the same operands as PPO's (the contract of its exactness)
 FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
@@ -1010,6 +1041,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "clip-ab": render_clip_ab,
     "vec-env-throughput": render_vec_env_throughput,
     "vec-env-speed": render_vec_env_speed,
+    "sequence-batching": render_sequence_batching,
 }
 
 

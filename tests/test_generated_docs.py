@@ -299,3 +299,20 @@ def test_the_floor_table_sets_the_fixed_pieces_against_what_the_target_leaves() 
     assert "| LunarLander-v3, lean | 312 | 80 + 40 + 50 + 70 = 240 | 60 |" in lines
     assert not any("Pendulum" in line for line in lines)
     assert "On LunarLander-v3, envpool they alone take more than the target leaves" in lines[-1]
+
+
+def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """speed_sequences.json's rows: train() and learn() ratios against the targets, the parameter difference."""
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    pending = render_docs.render_sequence_batching(tmp_path)
+    assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    row = dict(
+        env="CartPoleNoVel-v1", rollouts=12, ratio_paired=dict(learn=2.5, learn_cpu=2.4, train=3.5, train_cpu=3.4),
+        targets=dict(train=3.0, learn=2.0), targets_met=dict(train=True, learn=True), max_abs_param_diff=2e-6,
+    )  # fmt: skip
+    slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
+    (tmp_path / "speed_sequences.json").write_text(json.dumps(dict(config=dict(reps=3), sequences=[row, slow])))
+    table = render_docs.render_sequence_batching(tmp_path).splitlines()
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
+    assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
