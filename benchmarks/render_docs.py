@@ -791,6 +791,49 @@ def render_sequence_batching(page: Path) -> str:
     return "\n".join(lines)
 
 
+#: The memory maze's step-by-step contenders and their ``sequence_batching=True`` twins (``benchmarks/mask_memory.py``)
+SEQUENCE_PAIRS = {"mask_lstm": "mask_lstm_seq", "lstm": "lstm_seq"}
+
+
+def render_sequence_batching_learning(page: Path) -> str:
+    """
+    The memory maze's final returns with and without ``sequence_batching``: the mask_memory campaign's step-by-step
+    contenders against their twins of the mask_memory_sequences campaign (same seeds, hyperparameters and budget).
+    """
+    base, seq = report("mask_memory"), report("mask_memory_sequences")
+    if base is None or seq is None:
+        return (
+            "Pending: `python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign "
+            "mask_memory_sequences --workers 2`."
+        )
+    lines = [
+        "| algorithm | step by step: final return IQM [95% CI] (cued goal reached) | `sequence_batching=True` | CIs |",
+        "| --- | --- | --- | --- |",
+    ]
+    verdicts = []
+    for name, twin in SEQUENCE_PAIRS.items():
+        row, twin_row = base["summary"]["contenders"].get(name), seq["summary"]["contenders"].get(twin)
+        if row is None or twin_row is None:
+            continue
+        cells = [
+            f"{r['final_iqm']:.2f} [{r['final_iqm_ci'][0]:.2f}, {r['final_iqm_ci'][1]:.2f}] ({r['success']:.0%}, "
+            f"seeds {seeds(r['seeds'])})"
+            for r in (row, twin_row)
+        ]
+        verdicts.append(verdict(twin_row, row, "final"))
+        overlap = "overlap" if verdicts[-1] == "level" else f"apart ({verdicts[-1]})"
+        lines.append(f"| {row['algorithm']} | {cells[0]} | {cells[1]} | {overlap} |")
+    budget, episodes = seq["summary"]["budget"], seq["args"]["final_episodes"]
+    said = (
+        "the CIs overlap for every pair"
+        if all(v == "level" for v in verdicts)
+        else "the CIs are apart for some pair: it does not learn the same"
+    )
+    return "\n".join(
+        lines + ["", f"`sb3_xppo/MemoryMaze-v0`, {budget:,} steps per run, {episodes} final episodes per seed: {said}."]
+    )
+
+
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
 #: same operations on the same operands as PPO's (the contract of its exactness)
 FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
@@ -1042,6 +1085,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "vec-env-throughput": render_vec_env_throughput,
     "vec-env-speed": render_vec_env_speed,
     "sequence-batching": render_sequence_batching,
+    "sequence-batching-learning": render_sequence_batching_learning,
 }
 
 

@@ -316,3 +316,29 @@ def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
     assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
     assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+
+
+def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory maze's step-by-step contenders against their sequence_batching twins: final IQMs and whether CIs overlap."""
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    assert render_docs.render_sequence_batching_learning(tmp_path).startswith("Pending: `python benchmarks/mask_memory.py")
+
+    def row(algorithm: str, iqm: float, ci: list[float], seconds: float) -> dict:
+        return dict(
+            algorithm=algorithm, final_iqm=iqm, final_iqm_ci=ci, success=0.9, seeds=[0, 1, 2, 3, 4], learn_seconds=seconds
+        )
+
+    base = dict(
+        mask_lstm=row("MaskableRecurrentXPPO, masks", 0.94, [0.29, 0.94], 300), lstm=row("RecurrentXPPO", 0.5, [0.1, 0.6], 200)
+    )
+    seq = dict(mask_lstm_seq=row("x", 0.9, [0.5, 0.94], 100), lstm_seq=row("y", 0.9, [0.8, 0.94], 50))
+    for campaign, rows in (("mask_memory", base), ("mask_memory_sequences", seq)):
+        (tmp_path / campaign).mkdir()
+        report = dict(args=dict(final_episodes=100), summary=dict(budget=16384, contenders=rows))
+        (tmp_path / campaign / "report.json").write_text(json.dumps(report))
+    table = render_docs.render_sequence_batching_learning(tmp_path).splitlines()
+    assert table[2] == (
+        "| MaskableRecurrentXPPO, masks | 0.94 [0.29, 0.94] (90%, seeds 0-4) | 0.90 [0.50, 0.94] (90%, seeds 0-4) | overlap |"
+    )
+    assert table[3].endswith("| apart (ahead) |")
+    assert table[-1].endswith("the CIs are apart for some pair: it does not learn the same.")
