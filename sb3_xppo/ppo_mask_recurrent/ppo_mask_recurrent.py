@@ -67,7 +67,7 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     :param sequence_batching: ``train()`` runs the LSTMs over each minibatch's sequences in whole-sequence calls, the
         states reset where an episode starts (:mod:`sb3_xppo.common.sequences`; sb3-contrib issue #113, PR #118): several
         times faster, the same computation to float tolerance but not bit for bit (the sums run in another order).
-        False (default): ``RecurrentPPO``'s step-by-step loop, bit for bit. The rollout is step by step either way
+        False (default): ``RecurrentPPO``'s step-by-step loop, bit for bit. The rollout is step by step either way.
     :param args: the parent's further arguments, positionally (``learning_rate``, ``n_steps``, ...)
     :param kwargs: every keyword of :class:`~sb3_contrib.RecurrentPPO`, in its meaning and with its defaults
         (``clip_range`` also takes a ``(low, high)`` pair, ``normalize_advantage`` also ``'rollout'``)
