@@ -9,6 +9,9 @@ seeds for every contender, in one run.
 - **Contenders** (``--contenders``, a comma list of sets and names):
 
   - ``ppo``: ``stable_baselines3.PPO``; ``xppo``: ``sb3_xppo.XPPO`` with its constructor defaults;
+  - ``recurrentppo``: sb3-contrib's ``RecurrentPPO``; ``xppo-lstm``: ``sb3_xppo.RecurrentXPPO`` with its defaults
+    (``RecurrentPPO`` bit for bit; ``xppo-lstm@sequence_batching=True``: whole-sequence LSTM passes, issue 48), both
+    on the envs of rl-zoo3's ``ppo_lstm.yml`` (``CartPoleNoVel-v1``, ``PendulumNoVel-v1``: :data:`ENV_CONFIGS`);
   - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
     ``python -m sb3_xppo.train`` trains;
   - ``xppo-recommended``: XPPO with :func:`sb3_xppo.xppo_recommended`'s options for the env over ``ppo.yml``'s
@@ -92,14 +95,16 @@ from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
+import rl_zoo3
 import torch as th
 from rl_zoo3.exp_manager import ExperimentManager
+from sb3_contrib import RecurrentPPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from sb3_xppo import XPPO
+from sb3_xppo import XPPO, RecurrentXPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 from sb3_xppo.zoo import CONFIG_PATH, VEC_ENV_CHOICES
 from sb3_xppo.zoo.vec_envs import ZOO_VEC_ENV_CLASSES
@@ -132,7 +137,16 @@ RUN_FORMAT = 1
 ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wrapper", "env_kwargs")
 #: rl-zoo3's ppo.yml entries of the -v4 MuJoCo tasks under their v5 ids (ppo.yml has no v5 entries)
 MUJOCO_V5_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo_mujoco_v5.yml")
-ENV_CONFIGS = {"Hopper-v5": MUJOCO_V5_CONFIG, "HalfCheetah-v5": MUJOCO_V5_CONFIG}
+#: rl-zoo3's RecurrentPPO entries: the partially observed envs (velocities hidden) of the recurrent contenders
+PPO_LSTM_CONFIG = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo_lstm.yml")
+ENV_CONFIGS = {
+    "Hopper-v5": MUJOCO_V5_CONFIG,
+    "HalfCheetah-v5": MUJOCO_V5_CONFIG,
+    "CartPoleNoVel-v1": PPO_LSTM_CONFIG,
+    "PendulumNoVel-v1": PPO_LSTM_CONFIG,
+}
+#: The algorithms of the contenders, by ``Contender.algo``
+ALGOS: dict[str, type] = {"ppo": PPO, "xppo": XPPO, "recurrentppo": RecurrentPPO, "xppo_lstm": RecurrentXPPO}
 #: :func:`sb3_xppo.xppo_recommended`'s options over the zoo's PPO entry
 RECOMMENDED = "xppo-recommended"
 #: the single options of the improvements screen (issue 15), each over the zoo's PPO entry
@@ -156,7 +170,7 @@ class Contender:
     """A named algorithm and the keywords it adds to the zoo's PPO hyperparameters."""
 
     name: str
-    algo: str  # "ppo" or "xppo"
+    algo: str  # a key of ALGOS: "ppo", "xppo", "recurrentppo" or "xppo_lstm"
     kwargs: dict[str, Any] = field(default_factory=dict)
     config: str | None = None  # the yml the hyperparameters come from: None for rl-zoo3's ppo.yml
 
@@ -198,8 +212,10 @@ def _is_zoo_schedule(value: str) -> bool:
 
 
 def _parse_base(name: str) -> Contender:
-    if name in ("ppo", "xppo"):
+    if name in ("ppo", "xppo", "recurrentppo"):
         return Contender(name, name)
+    if name == "xppo-lstm":
+        return Contender(name, "xppo_lstm")
     if name == "xppo-zoo":
         return Contender(name, "xppo", config=str(CONFIG_PATH))
     if name == RECOMMENDED:
@@ -208,7 +224,8 @@ def _parse_base(name: str) -> Contender:
     parts = base.split("-")
     if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
         raise ValueError(
-            f"unknown contender {name!r}: expected 'ppo', 'xppo' or 'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
+            f"unknown contender {name!r}: expected 'ppo', 'xppo', 'recurrentppo', 'xppo-lstm' or "
+            "'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
             f"{ACTORS}, value in {VALUES}, norm in {tuple(NORMS)}"
         )
     kwargs: dict[str, Any] = dict(actor_loss=parts[1], value_loss=parts[2], normalize_advantage=NORMS[parts[3]])
@@ -474,7 +491,7 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     elif task.contender.algo == "xppo" and "value_loss" in kwargs:
         # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
         hyperparams.pop("clip_range_vf", None)
-    algo = PPO if task.contender.algo == "ppo" else XPPO
+    algo = ALGOS[task.contender.algo]
     # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
     policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
     if policy_options:

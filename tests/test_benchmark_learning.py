@@ -425,3 +425,23 @@ def test_vec_env_override_keeps_the_other_cache_keys(learning):
     assert envpool.key() != ppo.key() and envpool.contender.kwargs == {"vec_env": "envpool"}
     with pytest.raises(ValueError, match=r"bad override .*vec_env is one of \('lean', 'dummy', 'subproc', 'envpool'"):
         learning.parse_contender("ppo@vec_env='pool'")
+
+
+def test_recurrent_contenders_run_on_ppo_lstm_entries(learning, tmp_path):
+    """``recurrentppo`` and ``xppo-lstm`` (issue 48: ``@sequence_batching=True``) train on rl-zoo3's ppo_lstm.yml entries."""
+    from sb3_contrib import RecurrentPPO
+
+    from sb3_xppo import RecurrentXPPO
+
+    assert learning.parse_contender("recurrentppo").algo == "recurrentppo"
+    contender = learning.parse_contender("xppo-lstm@sequence_batching=True")
+    assert contender.algo == "xppo_lstm" and contender.kwargs == {"sequence_batching": True}
+    assert learning.zoo_budget("CartPoleNoVel-v1") == 100_000  # ppo_lstm.yml's entry, not ppo.yml's (it has none)
+    for name, algo in (("recurrentppo", RecurrentPPO), ("xppo-lstm@sequence_batching=True", RecurrentXPPO)):
+        task = learning.Task("CartPoleNoVel-v1", 256, learning.parse_contender(name), 0, 1, 1, 1, 0.2)
+        model, env, eval_env, _, hyperparams, _ = learning.build_run(task, str(tmp_path))
+        assert type(model) is algo and model.n_steps == 32 and env.num_envs == 8
+        assert hyperparams["policy_kwargs"]["lstm_hidden_size"] == 64
+        assert getattr(model, "sequence_batching", False) is (algo is RecurrentXPPO)
+        env.close()
+        eval_env.close()
