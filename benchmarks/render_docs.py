@@ -791,47 +791,65 @@ def render_sequence_batching(page: Path) -> str:
     return "\n".join(lines)
 
 
-#: The memory maze's step-by-step contenders and their ``sequence_batching=True`` twins (``benchmarks/mask_memory.py``)
-SEQUENCE_PAIRS = {"mask_lstm": "mask_lstm_seq", "lstm": "lstm_seq"}
+#: Does ``sequence_batching=True`` learn the same: (env, what runs, step-by-step (campaign, contender), the option's
+#: (campaign, contender)); the memory maze's from ``benchmarks/mask_memory.py``, the others from ``learning.py``
+SEQUENCE_PAIRS = (
+    (
+        "sb3_xppo/MemoryMaze-v0",
+        "MaskableRecurrentXPPO, masks",
+        ("mask_memory", "mask_lstm"),
+        ("mask_memory_sequences", "mask_lstm_seq"),
+    ),
+    ("sb3_xppo/MemoryMaze-v0", "RecurrentXPPO, no masks", ("mask_memory", "lstm"), ("mask_memory_sequences", "lstm_seq")),
+    (
+        "CartPoleNoVel-v1",
+        "RecurrentPPO / RecurrentXPPO, zoo entry",
+        ("sequence_batching_cartpole_novel", "recurrentppo"),
+        ("sequence_batching_cartpole_novel", "xppo-lstm@sequence_batching=True"),
+    ),
+)
+
+
+def _final_row(campaign: str, env_id: str, contender: str) -> dict[str, Any] | None:
+    """A contender's summary row in a mask_memory report (one env) or a learning.py report (per env)."""
+    data = report(campaign)
+    if data is None:
+        return None
+    summary = data["summary"]
+    rows = summary["contenders"] if "contenders" in summary else summary.get(env_id, {}).get("contenders", {})
+    return rows.get(contender)
 
 
 def render_sequence_batching_learning(page: Path) -> str:
     """
-    The memory maze's final returns with and without ``sequence_batching``: the mask_memory campaign's step-by-step
-    contenders against their twins of the mask_memory_sequences campaign (same seeds, hyperparameters and budget).
+    Final returns with and without ``sequence_batching`` (:data:`SEQUENCE_PAIRS`): the same seeds, hyperparameters and
+    budget, IQM over seeds with 95% CIs, and whether the CIs overlap.
     """
-    base, seq = report("mask_memory"), report("mask_memory_sequences")
-    if base is None or seq is None:
-        return (
-            "Pending: `python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign "
-            "mask_memory_sequences --workers 2`."
-        )
     lines = [
-        "| algorithm | step by step: final return IQM [95% CI] (cued goal reached) | `sequence_batching=True` | CIs |",
-        "| --- | --- | --- | --- |",
+        "| env | algorithm | seeds | final return IQM [95% CI], step by step | `sequence_batching=True` | CIs |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    verdicts = []
-    for name, twin in SEQUENCE_PAIRS.items():
-        row, twin_row = base["summary"]["contenders"].get(name), seq["summary"]["contenders"].get(twin)
+    verdicts, pending = [], []
+    for env_id, label, (campaign, name), (twin_campaign, twin) in SEQUENCE_PAIRS:
+        row, twin_row = _final_row(campaign, env_id, name), _final_row(twin_campaign, env_id, twin)
         if row is None or twin_row is None:
+            pending.append(env_id)
             continue
+        digits = 2 if max(abs(row["final_iqm"]), abs(twin_row["final_iqm"])) < 10 else 1
         cells = [
-            f"{r['final_iqm']:.2f} [{r['final_iqm_ci'][0]:.2f}, {r['final_iqm_ci'][1]:.2f}] ({r['success']:.0%}, "
-            f"seeds {seeds(r['seeds'])})"
+            f"{r['final_iqm']:.{digits}f} [{r['final_iqm_ci'][0]:.{digits}f}, {r['final_iqm_ci'][1]:.{digits}f}]"
             for r in (row, twin_row)
         ]
         verdicts.append(verdict(twin_row, row, "final"))
         overlap = "overlap" if verdicts[-1] == "level" else f"apart ({verdicts[-1]})"
-        lines.append(f"| {row['algorithm']} | {cells[0]} | {cells[1]} | {overlap} |")
-    budget, episodes = seq["summary"]["budget"], seq["args"]["final_episodes"]
-    said = (
-        "the CIs overlap for every pair"
-        if all(v == "level" for v in verdicts)
-        else "the CIs are apart for some pair: it does not learn the same"
-    )
-    return "\n".join(
-        lines + ["", f"`sb3_xppo/MemoryMaze-v0`, {budget:,} steps per run, {episodes} final episodes per seed: {said}."]
-    )
+        lines.append(f"| {env_id} | {label} | {seeds(twin_row['seeds'])} | {cells[0]} | {cells[1]} | {overlap} |")
+    if not verdicts:
+        return (
+            "Pending: `python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign mask_memory_sequences`."
+        )
+    said = "The CIs overlap for every pair" if all(v == "level" for v in verdicts) else "The CIs are apart for some pair"
+    note = f"; not run yet: {', '.join(dict.fromkeys(pending))}" if pending else ""
+    return "\n".join(lines + ["", f"{said}{note}."])
 
 
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the

@@ -319,26 +319,30 @@ def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The memory maze's step-by-step contenders against their sequence_batching twins: final IQMs and whether CIs overlap."""
+    """The step-by-step contenders against their sequence_batching twins: final IQMs and whether the CIs overlap."""
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     assert render_docs.render_sequence_batching_learning(tmp_path).startswith("Pending: `python benchmarks/mask_memory.py")
 
-    def row(algorithm: str, iqm: float, ci: list[float], seconds: float) -> dict:
-        return dict(
-            algorithm=algorithm, final_iqm=iqm, final_iqm_ci=ci, success=0.9, seeds=[0, 1, 2, 3, 4], learn_seconds=seconds
-        )
+    def row(iqm: float, ci: list[float]) -> dict:
+        return dict(final_iqm=iqm, final_iqm_ci=ci, seeds=[0, 1, 2, 3, 4])
 
-    base = dict(
-        mask_lstm=row("MaskableRecurrentXPPO, masks", 0.94, [0.29, 0.94], 300), lstm=row("RecurrentXPPO", 0.5, [0.1, 0.6], 200)
-    )
-    seq = dict(mask_lstm_seq=row("x", 0.9, [0.5, 0.94], 100), lstm_seq=row("y", 0.9, [0.8, 0.94], 50))
+    base = dict(mask_lstm=row(0.94, [0.29, 0.94]), lstm=row(0.5, [0.1, 0.6]))
+    seq = dict(mask_lstm_seq=row(0.9, [0.5, 0.94]), lstm_seq=row(0.9, [0.8, 0.94]))
     for campaign, rows in (("mask_memory", base), ("mask_memory_sequences", seq)):
         (tmp_path / campaign).mkdir()
-        report = dict(args=dict(final_episodes=100), summary=dict(budget=16384, contenders=rows))
-        (tmp_path / campaign / "report.json").write_text(json.dumps(report))
+        (tmp_path / campaign / "report.json").write_text(json.dumps(dict(summary=dict(budget=16384, contenders=rows))))
     table = render_docs.render_sequence_batching_learning(tmp_path).splitlines()
-    assert table[2] == (
-        "| MaskableRecurrentXPPO, masks | 0.94 [0.29, 0.94] (90%, seeds 0-4) | 0.90 [0.50, 0.94] (90%, seeds 0-4) | overlap |"
+    assert (
+        table[2]
+        == "| sb3_xppo/MemoryMaze-v0 | MaskableRecurrentXPPO, masks | 0-4 | 0.94 [0.29, 0.94] | 0.90 [0.50, 0.94] | overlap |"
     )
-    assert table[3].endswith("| apart (ahead) |")
-    assert table[-1].endswith("the CIs are apart for some pair: it does not learn the same.")
+    assert table[3].endswith("| 0.50 [0.10, 0.60] | 0.90 [0.80, 0.94] | apart (ahead) |")
+    assert table[-1] == "The CIs are apart for some pair; not run yet: CartPoleNoVel-v1."
+    # learning.py's reports: per env
+    cartpole = {"recurrentppo": row(326.1, [300.0, 350.0]), "xppo-lstm@sequence_batching=True": row(330.0, [310.5, 351.0])}
+    (tmp_path / "sequence_batching_cartpole_novel").mkdir()
+    summary = {"CartPoleNoVel-v1": dict(budget=100_000, contenders=cartpole)}
+    (tmp_path / "sequence_batching_cartpole_novel" / "report.json").write_text(json.dumps(dict(summary=summary)))
+    table = render_docs.render_sequence_batching_learning(tmp_path).splitlines()
+    assert table[4].endswith("| 326.1 [300.0, 350.0] | 330.0 [310.5, 351.0] | overlap |")
+    assert table[-1] == "The CIs are apart for some pair."
