@@ -145,8 +145,6 @@ ENV_CONFIGS = {
     "CartPoleNoVel-v1": PPO_LSTM_CONFIG,
     "PendulumNoVel-v1": PPO_LSTM_CONFIG,
 }
-#: The algorithms of the contenders, by ``Contender.algo``
-ALGOS: dict[str, type] = {"ppo": PPO, "xppo": XPPO, "recurrentppo": RecurrentPPO, "xppo_lstm": RecurrentXPPO}
 #: :func:`sb3_xppo.xppo_recommended`'s options over the zoo's PPO entry
 RECOMMENDED = "xppo-recommended"
 #: the single options of the improvements screen (issue 15), each over the zoo's PPO entry
@@ -170,7 +168,7 @@ class Contender:
     """A named algorithm and the keywords it adds to the zoo's PPO hyperparameters."""
 
     name: str
-    algo: str  # a key of ALGOS: "ppo", "xppo", "recurrentppo" or "xppo_lstm"
+    algo: str  # "ppo", "xppo", "recurrentppo" or "xppo_lstm"
     kwargs: dict[str, Any] = field(default_factory=dict)
     config: str | None = None  # the yml the hyperparameters come from: None for rl-zoo3's ppo.yml
 
@@ -491,7 +489,8 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     elif task.contender.algo == "xppo" and "value_loss" in kwargs:
         # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
         hyperparams.pop("clip_range_vf", None)
-    algo = ALGOS[task.contender.algo]
+    # (the module's names, read at each call)
+    algo = {"ppo": PPO, "xppo": XPPO, "recurrentppo": RecurrentPPO, "xppo_lstm": RecurrentXPPO}[task.contender.algo]
     # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
     policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
     if policy_options:
