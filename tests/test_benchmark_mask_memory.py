@@ -61,3 +61,18 @@ def test_published_table_is_the_reports(mask_memory):
     assert set(report["summary"]["contenders"]) == set(mask_memory.CONTENDERS)
     assert all(len(row["seeds"]) == 5 for row in report["summary"]["contenders"].values())
     assert os.path.isfile(PUBLISHED / "plot.png")
+
+
+@pytest.mark.skipif(not (PUBLISHED / "report.json").is_file(), reason="the campaign has not been run")
+def test_sequence_batching_contenders_leave_the_published_runs_keys(mask_memory):
+    """The sequence-batching twins (issue 48) add keywords to their own runs only: the published runs keep their keys."""
+    report = json.loads((PUBLISHED / "report.json").read_text())
+    args = report["args"]
+    budget = (args["budget"], args["n_evals"], args["eval_episodes"], args["final_episodes"])
+    for run in report["runs"]:
+        assert run["key"] == mask_memory.task_key(run["contender"], run["seed"], *budget)
+    assert mask_memory.task_key("mask_lstm_seq", 0, *budget) != mask_memory.task_key("mask_lstm", 0, *budget)
+    for name in mask_memory.SEQUENCE_CONTENDERS:
+        model = mask_memory.build(name, 0)
+        assert model.sequence_batching is True and name not in mask_memory.CONTENDERS
+    assert mask_memory.build("mask_lstm", 0).sequence_batching is False

@@ -242,3 +242,22 @@ def test_vec_env_rows(speed, tmp_path, vec_env):
     assert speed.TARGETS == {"CartPole-v1@lean": 1.2, "LunarLander-v3@lean": 1.8, "LunarLanderContinuous-v3@lean": 1.6}
     with pytest.raises(ValueError, match="bad row 'CartPole-v1@pool'"):
         speed.main(["--envs", "CartPole-v1@pool", "--out-dir", str(tmp_path)])
+
+
+def test_sequence_batching_rows(speed, tmp_path, capsys, monkeypatch):
+    """``--sequences``: RecurrentXPPO(sequence_batching=True) against RecurrentPPO on a ppo_lstm.yml entry, train() timed."""
+    monkeypatch.setattr(speed, "SEQUENCE_ENVS", ("CartPoleNoVel-v1",))
+    argv = ["--envs", "--sequences", "--rollouts", "1", "--reps", "2", "--out-dir", str(tmp_path), "--name", "s"]
+    record = speed.main(argv)
+    assert record["results"] == [] and record["contrib"] == []
+    (row,) = record["sequences"]
+    assert row["env"] == "CartPoleNoVel-v1" and row["steps_per_run"] == 32 * 8  # the entry's n_steps and n_envs
+    assert [run["name"] for run in row["runs"]] == ["RecurrentPPO"] * 2 + ["RecurrentXPPO"] * 2
+    assert all(0 < run["train_seconds"] < run["seconds"] for run in row["runs"])
+    assert set(row["ratio_paired"]) == {"learn", "learn_cpu", "train", "train_cpu"}
+    assert row["targets"] == speed.SEQUENCE_TARGETS and set(row["targets_met"]) == {"train", "learn"}
+    # the same computation up to float rounding: the parameters after one update are close, not equal
+    assert 0 < row["max_abs_param_diff"] < 1e-4
+    with open(tmp_path / "s.json") as f:
+        assert json.load(f)["sequences"][0]["env"] == "CartPoleNoVel-v1"
+    assert "CartPoleNoVel-v1" in capsys.readouterr().out

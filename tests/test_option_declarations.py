@@ -52,6 +52,7 @@ def test_the_recurrent_options_are_the_options_with_their_own_fields() -> None:
     assert RecurrentXPPO.options_class is MaskableRecurrentXPPO.options_class is RecurrentXPPOOptions
     assert XPPO.options_class is MaskableXPPO.options_class is XPPOOptions
     assert RecurrentXPPOOptions.names()[: len(XPPOOptions.names())] == XPPOOptions.names()
+    assert RecurrentXPPOOptions.names()[len(XPPOOptions.names()) :] == ("sequence_batching",)
 
 
 @pytest.mark.parametrize("cls", [XPPOOptions, RecurrentXPPOOptions])

@@ -22,6 +22,7 @@ import numpy as np
 import torch as th
 
 from sb3_xppo.common.adaptive_lr import check_adaptive_kl
+from sb3_xppo.common.sequences import check_sequence_batching
 from sb3_xppo.functional.advantages import REDUCES
 
 ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
@@ -512,6 +513,14 @@ class RecurrentXPPOOptions(XPPOOptions):
         None,
         "None only: the LSTM policies have one value output (multi-critic needs XPPO or MaskableXPPO)",
         check_no_reward_groups,
+    )
+    sequence_batching: bool = option(
+        False,
+        "``train()`` runs the LSTMs over each minibatch's sequences in whole-sequence calls, the states reset where an "
+        "episode starts (:mod:`sb3_xppo.common.sequences`; sb3-contrib issue #113, PR #118): several times faster, the "
+        "same computation to float tolerance but not bit for bit (the sums run in another order). False: "
+        "``RecurrentPPO``'s step-by-step loop, bit for bit. The rollout is step by step either way.",
+        lambda value, checked: check_sequence_batching(value),
     )
 
 

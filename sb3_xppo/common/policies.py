@@ -50,6 +50,7 @@ from torch.distributions import Normal
 
 from sb3_xppo.common.beta import BetaDistribution
 from sb3_xppo.common.distributions import unchecked_distribution
+from sb3_xppo.common.sequences import SequenceBatchingMixin
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
 
@@ -413,15 +414,15 @@ class MaskableXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MaskableMultiInpu
     """MaskableXPPO's ``MultiInputPolicy``: sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` with XPPO's options."""
 
 
-class RecurrentXPPOActorCriticPolicy(XPPOPolicyMixin, RecurrentActorCriticPolicy):
+class RecurrentXPPOActorCriticPolicy(SequenceBatchingMixin, XPPOPolicyMixin, RecurrentActorCriticPolicy):
     """RecurrentXPPO's ``MlpLstmPolicy``: sb3-contrib's ``RecurrentActorCriticPolicy`` with XPPO's options."""
 
 
-class RecurrentXPPOActorCriticCnnPolicy(XPPOPolicyMixin, RecurrentActorCriticCnnPolicy):
+class RecurrentXPPOActorCriticCnnPolicy(SequenceBatchingMixin, XPPOPolicyMixin, RecurrentActorCriticCnnPolicy):
     """RecurrentXPPO's ``CnnLstmPolicy``: sb3-contrib's ``RecurrentActorCriticCnnPolicy`` with XPPO's options."""
 
 
-class RecurrentXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, RecurrentMultiInputActorCriticPolicy):
+class RecurrentXPPOMultiInputActorCriticPolicy(SequenceBatchingMixin, XPPOPolicyMixin, RecurrentMultiInputActorCriticPolicy):
     """RecurrentXPPO's ``MultiInputLstmPolicy``: sb3-contrib's ``RecurrentMultiInputActorCriticPolicy`` with XPPO's
     options."""
 

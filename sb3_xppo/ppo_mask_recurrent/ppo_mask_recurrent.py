@@ -74,13 +74,14 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
 
     def _evaluate_actions(self, rollout_data: Any, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
         # RecurrentPPO's, the distribution masked by the masks stored with each step
-        return self.policy.evaluate_actions(
-            rollout_data.observations,
-            actions,
-            rollout_data.lstm_states,
-            rollout_data.episode_starts,
-            action_masks=rollout_data.action_masks,
-        )
+        with self._sequence_passes():
+            return self.policy.evaluate_actions(
+                rollout_data.observations,
+                actions,
+                rollout_data.lstm_states,
+                rollout_data.episode_starts,
+                action_masks=rollout_data.action_masks,
+            )
 
     def collect_rollouts(
         self,
