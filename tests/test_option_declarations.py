@@ -194,3 +194,19 @@ def test_fast_paths_is_an_rl_zoo3_config_key(tmp_path: Path) -> None:
     model, _ = manager.setup_experiment()
     assert type(model) is XPPO and model.options.fast_paths is False
     model.env.close()
+
+
+@pytest.mark.parametrize(
+    "algo, parent",
+    [(XPPO, PPO), (MaskableXPPO, MaskablePPO), (RecurrentXPPO, RecurrentPPO), (MaskableRecurrentXPPO, RecurrentPPO)],
+)
+def test_the_signature_shows_the_parents_keywords_then_the_options(algo: type, parent: type) -> None:
+    """``help()`` and IDEs that run code see every keyword: the parent's, in its order with its defaults, then the options."""
+    shown = inspect.signature(algo).parameters
+    theirs = list(inspect.signature(parent.__init__).parameters.values())[1:]
+    assert list(shown)[: len(theirs)] == [p.name for p in theirs]
+    assert all(shown[p.name].default is p.default or shown[p.name].default == p.default for p in theirs)
+    fields = dataclasses.fields(algo.options_class)
+    assert list(shown)[len(theirs) :] == ["options", *(f.name for f in fields)]
+    assert all(shown[f.name].default == f.default and shown[f.name].kind is inspect.Parameter.KEYWORD_ONLY for f in fields)
+    inspect.signature(algo).bind("MlpPolicy", "CartPole-v1", 3e-4, actor_loss="spo")  # what a call may pass

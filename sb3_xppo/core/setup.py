@@ -6,6 +6,9 @@ policy and buffer), the loss hooks' registry, the env wrapping and what is never
 :mod:`sb3_xppo.core.algorithm`'s.
 """
 
+import dataclasses
+import inspect
+import typing
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -58,6 +61,25 @@ def parent_algorithm(cls: type) -> type:
     return next(base for base in cls.__mro__ if not issubclass(base, XPPORolloutMixin) and "__init__" in vars(base))
 
 
+def constructor_signature(cls: type) -> inspect.Signature:
+    """
+    What ``inspect.signature`` (``help()``, Jupyter, IDEs that run code) shows for an XPPO algorithm: its parent's
+    parameters as the parent declares them, then ``options`` and every option of its ``options_class`` as keywords,
+    with their types and defaults. The one constructor takes them through ``*args`` / ``**kwargs``.
+
+    :param cls: an XPPO algorithm (e.g. ``MaskableXPPO``)
+    :return: its constructor's signature, without ``self``
+    """
+    parent = list(inspect.signature(parent_algorithm(cls).__init__).parameters.values())[1:]
+    hints = typing.get_type_hints(cls.options_class)
+    options = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+        for f in dataclasses.fields(cls.options_class)
+    ]
+    whole = inspect.Parameter("options", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=cls.options_class | None)
+    return inspect.Signature([*parent, whole, *options])
+
+
 class XPPOSetupMixin(XPPORolloutMixin):
     """
     How an XPPO algorithm is built on top of an SB3 on-policy algorithm: its constructor and ``_setup_model``. The
@@ -66,6 +88,12 @@ class XPPOSetupMixin(XPPORolloutMixin):
 
     #: the options this algorithm takes (a subclass of :class:`~sb3_xppo.common.options.XPPOOptions` adds its own)
     options_class: ClassVar[type[XPPOOptions]] = XPPOOptions
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if any(issubclass(base, BaseAlgorithm) for base in cls.__bases__):  # an algorithm, not a mixin
+            cls.__signature__ = constructor_signature(cls)  # type: ignore[attr-defined]
+
     #: check rollouts and train() for non-finite values (see :class:`~sb3_xppo.XPPO`)
     check_finite: bool = True
     #: the learning rate of the KL-adaptive rule (``adaptive_kl``) that the next ``train()`` starts from, saved with
