@@ -51,27 +51,31 @@ def recommended_claim() -> str | None:
 
 
 def zoo_claim() -> str | None:
-    """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` cost."""
+    """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` time."""
     if (found := the_campaign("zoo-entries")) is None:
         return None
     envs = found[1]["summary"]
     rows = [env_summary["contenders"] for env_summary in envs.values()]
+    seed_words = seeds(rows[0]["xppo-zoo"]["seeds"])
 
     def each(cell: Callable[[dict[str, dict[str, Any]]], str]) -> str:
         return " / ".join(cell(r) for r in rows)
 
+    def train_ratio(r: dict[str, dict[str, Any]]) -> str:
+        return f"{r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds']:.2f}x"
+
     return (
-        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} steps (preset "
-        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}); final return "
-        f"{each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; `train()` "
-        f"{each(lambda r: format(r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds'], '.2f') + 'x')} PPO's"
+        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (preset "
+        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; medians, seeds "
+        f"{seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; "
+        f"each `train()` takes {each(train_ratio)} PPO's time (more updates per env step)"
     )
 
 
 def comparison_table(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]], name: str) -> str:
     """Per env: the contender's final and curve IQMs against PPO's, steps to the threshold, and the verdicts."""
     lines = [
-        f"| env (budget, seeds) | final IQM [95% CI]: {name} / PPO | curve IQM [95% CI]: {name} / PPO | "
+        f"| env (budget, seeds) | final IQM [95% interval]: {name} / PPO | curve IQM [95% interval]: {name} / PPO | "
         f"steps to threshold, median (seeds reaching it): {name} / PPO | verdict: final, curve |",
         "| --- | --- | --- | --- | --- |",
     ]
@@ -105,7 +109,8 @@ def render_zoo_entries(page: Path) -> str:
     data = found[1]
     names = {"xppo-zoo": "tuned entry (`xppo.yml`)", PRESET: "`xppo_recommended`", PPO: "PPO (zoo)"}
     lines = [
-        "| env | contender | final IQM [95% CI] | curve IQM [95% CI] | steps to 200, median (seeds) | train() ÷ PPO's |",
+        "| env | contender | final IQM [95% interval] | curve IQM [95% interval] | steps to 200, median (seeds) | "
+        "train() time ÷ PPO's |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for env_id, env_summary in data["summary"].items():
@@ -145,7 +150,8 @@ def render_envpool_equivalence(page: Path) -> str:
     :data:`ENVPOOL_SEEDS` seeds.
     """
     lines = [
-        "| env (budget, seeds) | final IQM [95% CI]: EnvPool / gymnasium | curve IQM [95% CI]: EnvPool / gymnasium | CIs |",
+        "| env (budget, seeds) | final IQM [95% interval]: EnvPool / gymnasium | "
+        "curve IQM [95% interval]: EnvPool / gymnasium | 95% intervals |",
         "| --- | --- | --- | --- |",
     ]
     pending = []
@@ -233,8 +239,8 @@ def render_screens(page: Path) -> str:
     screens, and its claim for its confirmations.
     """
     header = [
-        "| option | env (budget, seeds) | against | final IQM [95% CI]: option / baseline | "
-        "curve IQM [95% CI]: option / baseline | verdict: final, curve |",
+        "| option | env (budget, seeds) | against | final IQM [95% interval]: option / baseline | "
+        "curve IQM [95% interval]: option / baseline | verdict: final, curve |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     lines, pending, finished = option_rows(SCREENS, "screen", SCREEN_SEEDS)
