@@ -328,6 +328,58 @@ def test_every_campaign_a_region_quotes_declares_a_known_kind() -> None:
     assert list(results.campaigns_of("recommended")) == ["confirmation", "confirmation_bipedal"]
 
 
+def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """speed_sequences.json's rows: train() and learn() ratios against the targets, the parameter difference."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    pending = speed.render_sequence_batching(tmp_path)
+    assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    row = dict(
+        env="CartPoleNoVel-v1", rollouts=12, ratio_paired=dict(learn=2.5, learn_cpu=2.4, train=3.5, train_cpu=3.4),
+        targets=dict(train=3.0, learn=2.0), targets_met=dict(train=True, learn=True), max_abs_param_diff=2e-6,
+    )  # fmt: skip
+    slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "speed_sequences.json").write_text(json.dumps(dict(config=dict(reps=3), sequences=[row, slow])))
+    table = speed.render_sequence_batching(tmp_path).splitlines()
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
+    assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+
+
+def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step-by-step contenders against their sequence_batching twins: final IQMs and whether the intervals overlap.
+    The twins' campaigns declare kind ``sequence-batching``; the step-by-step rows come from any report holding them."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert learning.render_sequence_batching_learning(tmp_path).startswith("Pending: `python benchmarks/mask_memory.py")
+
+    def row(iqm: float, ci: list[float]) -> dict:
+        return dict(final_iqm=iqm, final_iqm_ci=ci, seeds=[0, 1, 2, 3, 4])
+
+    base = dict(mask_lstm=row(0.94, [0.29, 0.94]), lstm=row(0.5, [0.1, 0.6]))
+    seq = dict(mask_lstm_seq=row(0.9, [0.5, 0.94]), lstm_seq=row(0.9, [0.8, 0.94]))
+
+    def write(campaign: str, report: dict) -> None:
+        (tmp_path / "campaigns" / campaign).mkdir(parents=True)
+        (tmp_path / "campaigns" / campaign / "report.json").write_text(json.dumps(report))
+
+    write("mask_memory", dict(summary=dict(budget=16384, contenders=base)))
+    write("mask_memory_sequences", dict(kind="sequence-batching", summary=dict(budget=16384, contenders=seq)))
+    table = learning.render_sequence_batching_learning(tmp_path).splitlines()
+    assert (
+        table[2]
+        == "| sb3_xppo/MemoryMaze-v0 | MaskableRecurrentXPPO, masks | 0-4 | 0.94 [0.29, 0.94] | 0.90 [0.50, 0.94] | overlap |"
+    )
+    assert table[3].endswith("| 0.50 [0.10, 0.60] | 0.90 [0.80, 0.94] | apart (ahead) |")
+    assert table[-1] == "The 95% intervals are apart for some pair; not run yet: CartPoleNoVel-v1."
+    # learning.py's reports: per env
+    cartpole = {"recurrentppo": row(326.1, [300.0, 350.0]), "xppo-lstm@sequence_batching=True": row(330.0, [310.5, 351.0])}
+    summary = {"CartPoleNoVel-v1": dict(budget=100_000, contenders=cartpole)}
+    write("sequence_batching_cartpole_novel", dict(kind="sequence-batching", summary=summary))
+    table = learning.render_sequence_batching_learning(tmp_path).splitlines()
+    assert table[4].endswith("| 326.1 [300.0, 350.0] | 330.0 [310.5, 351.0] | overlap |")
+    assert table[-1] == "The 95% intervals are apart for some pair."
+
+
 def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
     """The zoo config's row says which entries are its own: each one that differs from rl-zoo3's PPO entry is named."""
     import rl_zoo3

@@ -1,6 +1,7 @@
 """
 The regions of ``benchmarks/speed.py`` (``single/speed.json``): ``learn()``'s throughput against PPO's, where its time
-goes, XPPO on other VecEnvs and what bounds their ratios; with ``overhead.json`` and ``gae.json`` in the summary table.
+goes, XPPO on other VecEnvs and what bounds their ratios; with ``overhead.json`` and ``gae.json`` in the summary table;
+and ``--sequences`` (``single/speed_sequences.json``): RecurrentXPPO's ``sequence_batching`` against RecurrentPPO.
 """
 
 from __future__ import annotations
@@ -177,9 +178,41 @@ def speed_floor_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def render_sequence_batching(page: Path) -> str:
+    """RecurrentXPPO with ``sequence_batching=True`` against RecurrentPPO: ``train()`` and ``learn()``, from
+    speed_sequences.json (``benchmarks/speed.py --sequences``)."""
+    data = single("speed_sequences.json")
+    if data is None or not data.get("sequences"):
+        return "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    lines = [
+        "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO (CPU time) | `learn()` env-steps/s, "
+        "RecurrentXPPO / RecurrentPPO (CPU time) | targets (`train()`, `learn()`) | largest parameter difference |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in data["sequences"]:
+        q, met = r["ratio_paired"], r["targets_met"]
+        targets = ", ".join(
+            f"{r['targets'][key]:g}x {'met' if met[key] else 'missed'}" for key in ("train", "learn") if key in met
+        )
+        lines.append(
+            f"| {r['env']} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
+            f"{targets} | {r['max_abs_param_diff']:.1g} |"
+        )
+    runs = {r["env"]: f"{r['rollouts']} rollout{'s' if r['rollouts'] > 1 else ''}" for r in data["sequences"]}
+    reps = data["config"]["reps"]
+    lines += [
+        "",
+        f"Median paired ratios over {reps} runs of each, alternating, one torch thread "
+        f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run). The parameter difference is after the first "
+        "run of each, same seed: float rounding, grown over the run's updates.",
+    ]
+    return "\n".join(lines)
+
+
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "speed": render_speed,
     "speed-breakdown": render_speed_breakdown,
     "vec-env-speed": render_vec_env_speed,
+    "sequence-batching": render_sequence_batching,
 }
