@@ -9,6 +9,10 @@ seeds for every contender, in one run.
 - **Contenders** (``--contenders``, a comma list of sets and names):
 
   - ``ppo``: ``stable_baselines3.PPO``; ``xppo``: ``sb3_xppo.XPPO`` with its constructor defaults;
+  - ``recurrentppo``: sb3-contrib's ``RecurrentPPO``; ``xppo-lstm``: ``sb3_xppo.RecurrentXPPO`` with its defaults
+    (``RecurrentPPO`` bit for bit; ``xppo-lstm@sequence_batching=True``: whole-sequence LSTM passes, issue 48), both
+    on the envs of rl-zoo3's ``ppo_lstm.yml`` (``CartPoleNoVel-v1``, ``PendulumNoVel-v1``:
+    ``harness.zoo.ENV_CONFIGS``);
   - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
     ``python -m sb3_xppo.train`` trains;
   - ``xppo-recommended``: XPPO with :func:`sb3_xppo.xppo_recommended`'s options for the env over ``ppo.yml``'s

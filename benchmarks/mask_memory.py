@@ -18,10 +18,16 @@ that end the episode).
   with a key of its configuration, the code that made it and its behavioural fingerprint
   (``benchmarks/harness/provenance.py``); a run whose key matches is not run again, and a report leaves out runs
   whose fingerprint today's code no longer gives (``--stale rerun`` runs them again).
-- **Outputs**: ``<out-dir>/campaigns/mask_memory/report.json``, ``report.md``, ``plot.png`` and ``table.md`` (the table alone,
-  which docs/guide/contrib.md includes).
+- **Sequence batching** (issue 48): the contenders ``mask_lstm_seq`` and ``lstm_seq`` are ``mask_lstm`` and ``lstm``
+  with ``sequence_batching=True`` (whole-sequence LSTM passes in ``train()``), the same seeds and hyperparameters;
+  not run by default. ``--campaign`` names the report's folder (the run cache is shared, so the step-by-step
+  contenders' runs are too).
+- **Outputs**: ``<out-dir>/campaigns/<campaign>/report.json``, ``report.md``, ``plot.png`` and ``table.md`` (the table
+  alone, which docs/guide/contrib.md includes), ``<campaign>`` ``mask_memory`` by default.
 
 usage: python benchmarks/mask_memory.py [--seeds 0 1 2 3 4] [--budget 16384] [--workers 2] [--report-only]
+       python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign mask_memory_sequences \
+           --kind sequence-batching
        python benchmarks/mask_memory.py --quick     (one seed, 1,024 steps: a smoke test)
 """
 
@@ -45,8 +51,10 @@ import torch as th
 from harness.layout import RESULTS, campaign_dir, run_cache
 from harness.provenance import behaviour_fingerprint, code_record
 from harness.reports import (
+    KINDS,
     final_return_row,
     iqm_with_ci,
+    previous_report,
     provenance_note,
     provenance_record,
     report_header,
@@ -88,11 +96,19 @@ CONTENDERS: dict[str, tuple[type, str, bool, Callable[..., Any], str]] = {
     "mask": (MaskableXPPO, "MlpPolicy", False, _evaluate_mask, "MaskableXPPO, masks, no memory"),
     "lstm": (RecurrentXPPO, "MlpLstmPolicy", True, evaluate_plain, "RecurrentXPPO, memory, no masks"),
 }
+#: The sequence-batching campaign's contenders (not run by default): as CONTENDERS', with the keywords of KWARGS
+SEQUENCE_CONTENDERS: dict[str, tuple[type, str, bool, Callable[..., Any], str]] = {
+    "mask_lstm_seq": (*CONTENDERS["mask_lstm"][:4], "MaskableRecurrentXPPO, masks, sequence_batching"),
+    "lstm_seq": (*CONTENDERS["lstm"][:4], "RecurrentXPPO, memory, no masks, sequence_batching"),
+}
+ALL_CONTENDERS = {**CONTENDERS, **SEQUENCE_CONTENDERS}
+#: Constructor keywords of a contender beyond HYPERPARAMS (none for CONTENDERS: their cache keys stay as they were)
+KWARGS: dict[str, dict[str, Any]] = {name: dict(sequence_batching=True) for name in SEQUENCE_CONTENDERS}
 
 
 def task_key(contender: str, seed: int, budget: int, n_evals: int, eval_episodes: int, final_episodes: int) -> str:
     """Hash of everything that determines a run's result (its cache key)."""
-    algo, policy, lstm, _, _ = CONTENDERS[contender]
+    algo, policy, lstm, _, _ = ALL_CONTENDERS[contender]
     spec = dict(
         format=RUN_FORMAT,
         env=MEMORY_MAZE_ID,
@@ -106,6 +122,7 @@ def task_key(contender: str, seed: int, budget: int, n_evals: int, eval_episodes
         n_evals=n_evals,
         eval_episodes=eval_episodes,
         final_episodes=final_episodes,
+        **({"kwargs": KWARGS[contender]} if contender in KWARGS else {}),
     )
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -119,10 +136,11 @@ def run_path(out_dir: str, task: dict[str, Any]) -> str:
 
 def build(contender: str, seed: int) -> Any:
     """The contender's model on ``N_ENVS`` copies of the env, seeded."""
-    algo, policy, lstm, _, _ = CONTENDERS[contender]
+    algo, policy, lstm, _, _ = ALL_CONTENDERS[contender]
     env = make_vec_env(MEMORY_MAZE_ID, n_envs=N_ENVS, seed=seed)
     policy_kwargs = {**POLICY_KWARGS, **(LSTM_KWARGS if lstm else {})}
-    return algo(policy, env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **HYPERPARAMS)
+    kwargs = KWARGS.get(contender, {})
+    return algo(policy, env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **HYPERPARAMS, **kwargs)
 
 
 def fingerprint(contender: str, budget: int) -> str:
@@ -157,7 +175,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """Train one contender at one seed; evaluate it along the way and at the end."""
     th.set_num_threads(1)
     contender, seed, budget = task["contender"], task["seed"], task["budget"]
-    _, _, _, evaluate, _ = CONTENDERS[contender]
+    _, _, _, evaluate, _ = ALL_CONTENDERS[contender]
     code, behaviour = code_record(), fingerprint(contender, budget)
     model = build(contender, seed)
     eval_env = make_vec_env(MEMORY_MAZE_ID, n_envs=1, seed=10_000 + seed)
@@ -174,11 +192,12 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         key=task["key"],
         env=MEMORY_MAZE_ID,
         contender=contender,
-        algo=CONTENDERS[contender][0].__name__,
+        algo=ALL_CONTENDERS[contender][0].__name__,
         seed=seed,
         budget=budget,
         hyperparams=dict(n_envs=N_ENVS, **HYPERPARAMS),
-        policy_kwargs={**POLICY_KWARGS, **(LSTM_KWARGS if CONTENDERS[contender][2] else {})},
+        policy_kwargs={**POLICY_KWARGS, **(LSTM_KWARGS if ALL_CONTENDERS[contender][2] else {})},
+        **({"kwargs": KWARGS[contender]} if contender in KWARGS else {}),
         eval_steps=curve.steps,
         eval_means=curve.means,
         final_returns=[float(r) for r in returns],
@@ -240,13 +259,13 @@ def verify(runs: list[dict[str, Any]], budget: int) -> dict[str, list[dict[str, 
 
 def summarize(runs: list[dict[str, Any]], reps: int) -> dict[str, Any]:
     """Per contender: seeds, final return (IQM + 95% CI, mean, std), success rate, curve mean, seconds."""
-    by_name = {name: sorted((r for r in runs if r["contender"] == name), key=lambda r: r["seed"]) for name in CONTENDERS}
+    by_name = {name: sorted((r for r in runs if r["contender"] == name), key=lambda r: r["seed"]) for name in ALL_CONTENDERS}
     by_name = {k: v for k, v in by_name.items() if v}
     iqm = iqm_with_ci({k: np.array([r["final_mean"] for r in v]) for k, v in by_name.items()}, reps)
     rows = {}
     for name, rs in by_name.items():
         rows[name] = dict(
-            algorithm=CONTENDERS[name][4],
+            algorithm=ALL_CONTENDERS[name][4],
             **final_return_row(rs, iqm[name]),
             success=float(np.mean([r["final_success"] for r in rs])),
             curve_mean=float(np.mean([np.mean(r["eval_means"]) for r in rs if r["eval_means"]] or [np.nan])),
@@ -319,7 +338,14 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], path: str) -> None
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=list(CONTENDERS))
+    parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=list(ALL_CONTENDERS))
+    parser.add_argument("--campaign", default=CAMPAIGN, help="the report's folder under <out-dir>/campaigns/")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=None,
+        help="the claim of the pages the campaign answers, for benchmarks/render_docs.py (kept from the last report)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--budget", type=int, default=16384, help="env-steps per run")
     parser.add_argument("--n-evals", type=int, default=12, help="evaluations along each run")
@@ -369,12 +395,19 @@ def main(argv: list[str] | None = None) -> None:
         "Does MaskableRecurrentXPPO learn a task that needs both memory and action masks, where MaskableXPPO (no "
         "memory) and RecurrentXPPO (no masks) do not, at the same hyperparameters and budget?"
     )
+    if set(args.contenders) & set(SEQUENCE_CONTENDERS):
+        question = (
+            "Does sequence_batching=True (whole-sequence LSTM passes in train()) learn as the step-by-step loop does, "
+            "at the same hyperparameters, seeds and budget?"
+        )
     body = table(summary)
-    markdown = "\n".join([*report_header("Masks and memory", CAMPAIGN, command, question, provenance), "", COLUMNS, ""])
-    report = dict(question=question, command=command, args=vars(args), summary=summary, runs=runs)
+    markdown = "\n".join([*report_header("Masks and memory", args.campaign, command, question, provenance), "", COLUMNS, ""])
+    kind = args.kind or previous_report(args.out_dir, args.campaign).get("kind")
+    report = dict(**({"kind": kind} if kind else {}), question=question, command=command, args=vars(args), summary=summary)
+    report["runs"] = runs
     report["provenance"] = provenance_record(status, provenance)
-    write_report(args.out_dir, CAMPAIGN, report, markdown + "\n" + body, lambda path: plot(runs, summary, path))
-    with open(os.path.join(campaign_dir(args.out_dir, CAMPAIGN), "table.md"), "w") as f:
+    write_report(args.out_dir, args.campaign, report, markdown + "\n" + body, lambda path: plot(runs, summary, path))
+    with open(os.path.join(campaign_dir(args.out_dir, args.campaign), "table.md"), "w") as f:
         f.write(body)
     print(markdown + "\n" + body)
 

@@ -48,12 +48,21 @@ breakdown of where the time goes and the env-only limit beside it.
 - **sb3-contrib** (``--contrib``): MaskableXPPO against MaskablePPO (``InvalidActionEnvDiscrete``) and RecurrentXPPO
   against RecurrentPPO (CartPole-v1, LSTM), fixed small configs (:func:`contrib_cases`): ``learn()`` of ``--rollouts``
   (default 2) rollouts each, alternating, paired ratios, and the same exactness check.
+- **Sequence batching** (``--sequences``, issue 48): RecurrentXPPO with ``sequence_batching=True`` (whole-sequence
+  LSTM passes in ``train()``) against RecurrentPPO on rl-zoo3's ``ppo_lstm.yml`` entries of ``CartPoleNoVel-v1`` and
+  ``PendulumNoVel-v1`` (CartPole and Pendulum with the velocities hidden), envs built the zoo's way
+  (``VecNormalize``): per repetition one ``learn()`` of each, alternating, fresh models and envs with the same seed,
+  ``--rollouts`` rollouts (default :data:`SEQUENCE_ROLLOUTS`); the time of each ``train()`` call is summed on the
+  side. Reported: ``learn()`` env-steps/s and the paired ratios of ``learn()`` and ``train()`` (wall and CPU time),
+  against the targets ``train()`` >= 3x, ``learn()`` >= 2x (:data:`SEQUENCE_TARGETS`); the parameters after the first
+  repetition differ by float rounding (``max_abs_param_diff``), not bit for bit.
 - **Outputs**: a printed table, ``benchmarks/results/single/speed.json`` and ``speed.png`` (stacked bars: microseconds
-  per env-step of each piece, per algorithm, per env).
+  per env-step of each piece, per algorithm, per env). ``--envs --sequences --name speed_sequences`` writes the
+  sequence-batching rows alone to ``single/speed_sequences.json``, which the docs render (``render_docs.py``).
 
 usage: python benchmarks/speed.py [--envs CartPole-v1 LunarLander-v3@envpool ...] [--rollouts N] [--reps 3]
                                   [--profile-reps 1] [--clock cpu] [--seed 0] [--xppo-kwargs "{...}"] [--contrib]
-                                  [--out-dir DIR] [--name speed]
+                                  [--sequences] [--out-dir DIR] [--name speed]
        (``--envs --contrib``: the sb3-contrib comparison alone)
        (the defaults take about 4 minutes on one free core: 40 rollouts of CartPole-v1, 2 of LunarLander-v3, 3 of
        Pendulum-v1, per row; 3 repetitions and 1 instrumented run of each algorithm)
@@ -84,7 +93,7 @@ import stable_baselines3
 import torch as th
 from harness.layout import RESULTS, SINGLE
 from harness.provenance import code_record
-from harness.zoo import zoo_setup  # rl-zoo3's hyperparameters and envs, one copy
+from harness.zoo import PPO_LSTM_CONFIG, zoo_setup  # rl-zoo3's hyperparameters and envs, one copy
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
@@ -112,6 +121,13 @@ TARGETS = {
     "LunarLander-v3@lean": 1.8,
     "LunarLanderContinuous-v3@lean": 1.6,
 }
+
+#: The sequence-batching rows (``--sequences``): ``ppo_lstm.yml`` entries, and rollouts per run (CartPoleNoVel's is 256
+#: steps and 20 epochs of one minibatch, PendulumNoVel's 4096 steps and 10 epochs of 32 minibatches)
+SEQUENCE_ENVS = ("CartPoleNoVel-v1", "PendulumNoVel-v1")
+SEQUENCE_ROLLOUTS = {"CartPoleNoVel-v1": 12, "PendulumNoVel-v1": 1}
+#: RecurrentXPPO(sequence_batching=True) / RecurrentPPO: train() time and learn() env-steps/s (issue 48)
+SEQUENCE_TARGETS = {"train": 3.0, "learn": 2.0}
 
 #: The pieces of the breakdown, in plot order, and their labels
 CATEGORIES: dict[str, str] = {
@@ -602,6 +618,116 @@ def benchmark_contrib(
     return results
 
 
+def run_sequences(
+    name: str, env_id: str, seed: int, rollouts: int, log_folder: str, rep: int = 0
+) -> tuple[Run, float, float, dict[str, th.Tensor]]:
+    """
+    One ``learn()`` of RecurrentPPO (``name='RecurrentPPO'``) or RecurrentXPPO with ``sequence_batching=True`` on
+    ``env_id``'s ``ppo_lstm.yml`` entry, fresh model and envs, ``rollouts`` rollouts as :func:`run_learn`, each
+    ``train()`` call timed.
+
+    :return: the run, the seconds and CPU seconds spent in ``train()``, and the policy's parameters after it
+    """
+    from sb3_contrib import RecurrentPPO
+
+    from sb3_xppo import RecurrentXPPO
+
+    hyperparams, env, eval_env, _, entry = zoo_setup(env_id, seed, budget=0, log_folder=log_folder, config=PPO_LSTM_CONFIG)
+    eval_env.close()
+    algo, extra = (RecurrentPPO, {}) if name == "RecurrentPPO" else (RecurrentXPPO, {"sequence_batching": True})
+    model = algo(env=env, seed=seed, verbose=0, device="cpu", **hyperparams, **extra)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    steps = rollouts * model.n_steps * env.num_envs
+    in_train = [0.0, 0.0]
+    train = model.train
+
+    def timed_train() -> None:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        try:
+            train()
+        finally:
+            in_train[0] += time.perf_counter() - start
+            in_train[1] += time.process_time() - start_cpu
+
+    gc.collect()
+    with patched(model, "train", timed_train):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        model.learn(max(int(entry["n_timesteps"]), steps + 1), callback=StopAfter(steps))
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    assert model.num_timesteps == steps + env.num_envs, (model.num_timesteps, steps)
+    params = {k: v.detach().clone() for k, v in model.policy.state_dict().items()}
+    env.close()
+    return Run(name, rep, steps, seconds, cpu_seconds), in_train[0], in_train[1], params
+
+
+def benchmark_sequences(
+    envs: Iterable[str], reps: int, seed: int, log_folder: str, rollouts: int | None = None
+) -> list[dict[str, Any]]:
+    """
+    RecurrentXPPO with ``sequence_batching=True`` against RecurrentPPO (:func:`run_sequences`), ``reps`` runs of each
+    per env in alternating order.
+
+    :param rollouts: rollouts per run (None: :data:`SEQUENCE_ROLLOUTS`)
+    :return: per env: ``learn()`` env-steps/s of both, the paired ratios of ``learn()`` and ``train()`` (wall, CPU),
+        the targets and whether they are met, the largest parameter difference after the first repetition
+    """
+    names = ("RecurrentPPO", "RecurrentXPPO")
+    results = []
+    for env_id in envs:
+        n_rollouts = rollouts or SEQUENCE_ROLLOUTS.get(env_id, 2)
+        runs: dict[str, list[tuple[Run, float, float]]] = {name: [] for name in names}
+        params: dict[str, dict[str, th.Tensor]] = {}
+        for rep in range(reps):
+            for name in names[:: 1 if rep % 2 == 0 else -1]:
+                run, train_seconds, train_cpu, run_params = run_sequences(name, env_id, seed, n_rollouts, log_folder, rep)
+                runs[name].append((run, train_seconds, train_cpu))
+                params.setdefault(name, run_params)
+        pairs = list(zip(runs["RecurrentPPO"], runs["RecurrentXPPO"], strict=True))
+        ratios = dict(
+            learn=statistics.median(p.seconds / x.seconds for (p, _, _), (x, _, _) in pairs),
+            learn_cpu=statistics.median(p.cpu_seconds / x.cpu_seconds for (p, _, _), (x, _, _) in pairs),
+            train=statistics.median(p / x for (_, p, _), (_, x, _) in pairs),
+            train_cpu=statistics.median(p / x for (_, _, p), (_, _, x) in pairs),
+        )
+        _, diff = params_difference(params["RecurrentPPO"], params["RecurrentXPPO"])
+        results.append(
+            dict(
+                env=env_id,
+                rollouts=n_rollouts,
+                steps_per_run=runs["RecurrentXPPO"][0][0].steps,
+                speed={name: dict(best=max(r.steps_per_s for r, _, _ in rs)) for name, rs in runs.items()},
+                train_seconds={name: dict(best=min(t for _, t, _ in rs)) for name, rs in runs.items()},
+                ratio_paired=ratios,
+                targets=SEQUENCE_TARGETS,
+                targets_met={key: ratios[key] >= target for key, target in SEQUENCE_TARGETS.items()},
+                max_abs_param_diff=diff,
+                runs=[
+                    dict(name=r.name, rep=r.rep, seconds=r.seconds, cpu_seconds=r.cpu_seconds, train_seconds=t, train_cpu=c)
+                    for rs in runs.values()
+                    for r, t, c in rs
+                ],
+            )
+        )
+    return results
+
+
+def format_sequences_table(results: list[dict[str, Any]]) -> str:
+    """The sequence-batching table: RecurrentXPPO(sequence_batching=True) / RecurrentPPO."""
+    lines = [
+        f"{'env (ppo_lstm.yml)':<20} {'steps/run':>9} {'parent/s':>9} {'XPPO/s':>9} {'learn':>7} {'CPU':>7} "
+        f"{'train':>7} {'CPU':>7} {'targets':>16} {'param diff':>10}"
+    ]
+    for r in results:
+        s, q = r["speed"], r["ratio_paired"]
+        met = " ".join(f"{k}:{'ok' if v else 'no'}" for k, v in r["targets_met"].items())
+        lines.append(
+            f"{r['env']:<20} {r['steps_per_run']:>9} {s['RecurrentPPO']['best']:>9.0f} {s['RecurrentXPPO']['best']:>9.0f} "
+            f"{q['learn']:>6.2f}x {q['learn_cpu']:>6.2f}x {q['train']:>6.2f}x {q['train_cpu']:>6.2f}x {met:>16} "
+            f"{r['max_abs_param_diff']:>10.1e}"
+        )
+    return "\n".join(lines)
+
+
 def format_contrib_table(results: list[dict[str, Any]]) -> str:
     """The sb3-contrib comparison's table."""
     lines = [
@@ -704,6 +830,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--xppo-kwargs", default="{}", help="python dict literal of extra XPPO keywords")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--contrib", action="store_true", help="also MaskableXPPO / RecurrentXPPO against their parents")
+    parser.add_argument(
+        "--sequences", action="store_true", help="also RecurrentXPPO(sequence_batching=True) against RecurrentPPO"
+    )
     parser.add_argument("--out-dir", default=os.path.join(RESULTS, SINGLE))
     parser.add_argument("--name", default="speed", help="output files <out-dir>/<name>.json, .png")
     args = parser.parse_args(argv)
@@ -729,11 +858,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 benchmark_env(row, rollouts, args.reps, args.profile_reps, args.seed, xppo_kwargs, log_folder, args.clock)
             )
             print(f"{row}: {time.perf_counter() - start:.0f} s", flush=True)
+        sequences = (
+            benchmark_sequences(SEQUENCE_ENVS, args.reps, args.seed, log_folder, args.rollouts) if args.sequences else []
+        )
     contrib = benchmark_contrib(args.rollouts or 2, args.reps, args.seed) if args.contrib else []
     if results:
         print(format_table(results))
     if contrib:
         print(format_contrib_table(contrib))
+    if sequences:
+        print(format_sequences_table(sequences))
 
     os.makedirs(args.out_dir, exist_ok=True)
     record = dict(
@@ -753,6 +887,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         categories=CATEGORIES,
         results=results,
         contrib=contrib,
+        sequences=sequences,
     )
     path = os.path.join(args.out_dir, args.name)
     with open(path + ".json", "w") as f:

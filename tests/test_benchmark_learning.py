@@ -455,3 +455,24 @@ def test_a_report_keeps_its_question_and_kind(tmp_path):
         question="q?", kind="screen"
     )
     assert harness.reports.report_words(argparse.Namespace(question="", kind=None), out, "new") == dict(question="")
+
+
+def test_recurrent_contenders_run_on_ppo_lstm_entries(tmp_path):
+    """``recurrentppo`` and ``xppo-lstm`` (issue 48: ``@sequence_batching=True``) train on rl-zoo3's ppo_lstm.yml entries."""
+    from sb3_contrib import RecurrentPPO
+
+    from sb3_xppo import RecurrentXPPO
+
+    assert harness.contenders.parse_contender("recurrentppo").algo == "recurrentppo"
+    contender = harness.contenders.parse_contender("xppo-lstm@sequence_batching=True")
+    assert contender.algo == "xppo_lstm" and contender.kwargs == {"sequence_batching": True}
+    assert harness.zoo.zoo_budget("CartPoleNoVel-v1") == 100_000  # ppo_lstm.yml's entry, not ppo.yml's (it has none)
+    for name, algo in (("recurrentppo", RecurrentPPO), ("xppo-lstm@sequence_batching=True", RecurrentXPPO)):
+        task = harness.runs.Task("CartPoleNoVel-v1", 256, harness.contenders.parse_contender(name), 0, 1, 1, 1, 0.2)
+        model, env, eval_env, _, hyperparams, _ = harness.runs.build_run(task, str(tmp_path))
+        assert type(model) is algo and model.n_steps == 32 and env.num_envs == 8
+        assert hyperparams["policy_kwargs"]["lstm_hidden_size"] == 64
+        options = getattr(model, "options", None)
+        assert getattr(options, "sequence_batching", False) is (algo is RecurrentXPPO)
+        env.close()
+        eval_env.close()

@@ -74,5 +74,22 @@ def test_sequence_batching_contenders_leave_the_published_runs_keys(mask_memory)
     assert mask_memory.task_key("mask_lstm_seq", 0, *budget) != mask_memory.task_key("mask_lstm", 0, *budget)
     for name in mask_memory.SEQUENCE_CONTENDERS:
         model = mask_memory.build(name, 0)
-        assert model.sequence_batching is True and name not in mask_memory.CONTENDERS
-    assert mask_memory.build("mask_lstm", 0).sequence_batching is False
+        assert model.options.sequence_batching is True and name not in mask_memory.CONTENDERS
+    assert mask_memory.build("mask_lstm", 0).options.sequence_batching is False
+
+
+SEQUENCES = ROOT / "benchmarks" / "results" / "campaigns" / "mask_memory_sequences"
+
+
+@pytest.mark.skipif(not (SEQUENCES / "report.json").is_file(), reason="the campaign has not been run")
+def test_the_sequence_batching_report_cites_runs_of_the_run_cache(mask_memory):
+    """The twins' report declares its kind and names runs that the run cache holds under their keys."""
+    report = json.loads((SEQUENCES / "report.json").read_text())
+    assert report["kind"] == "sequence-batching"
+    args = report["args"]
+    budget = (args["budget"], args["n_evals"], args["eval_episodes"], args["final_episodes"])
+    for run in report["runs"]:
+        task = dict(contender=run["contender"], seed=run["seed"], budget=args["budget"], key=run["key"])
+        assert run["key"] == mask_memory.task_key(run["contender"], run["seed"], *budget)
+        cached = mask_memory.load_run(task, str(ROOT / "benchmarks" / "results"))
+        assert cached is not None and cached["file"] == run["file"], run

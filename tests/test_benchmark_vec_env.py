@@ -1,7 +1,6 @@
 """The env-only throughput benchmark (benchmarks/vec_env.py) and the page it renders: output end to end, the profile's
 share of the env's own step and reset, and the verdict against the floor."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -9,13 +8,6 @@ import sys
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 SCRIPT = os.path.join(BENCHMARKS, "vec_env.py")
-
-
-def load_render_docs():
-    spec = importlib.util.spec_from_file_location("render_docs_under_test", os.path.join(BENCHMARKS, "render_docs.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_small_run_writes_its_rows_profile_share_and_code(tmp_path):
@@ -35,22 +27,24 @@ def test_a_small_run_writes_its_rows_profile_share_and_code(tmp_path):
 
 
 def test_the_page_renders_the_verdict_and_the_share(tmp_path, monkeypatch):
-    render_docs = load_render_docs()
+    from harness.regions import results, vec_env  # benchmarks/ is on pytest's pythonpath
+
     row = dict(env="LunarLander-v3", n_envs=16, best_steps_per_s=dict(sb3=100.0, dummy=230.0, lean=260.0),
                ratio_best=2.6, ratio_paired_median=2.55, floor_ratio=2.9, bit_exact=True, target=2.5,
                target_met=True)  # fmt: skip
     data = dict(reps=3, env_steps=1000, rows=[row], profile_env_share=0.875)
-    (tmp_path / "vec_env.json").write_text(json.dumps(data))
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    text = render_docs.render_vec_env_throughput(tmp_path / "page.md")
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "vec_env.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    text = vec_env.render_vec_env_throughput(tmp_path / "page.md")
     assert "| LunarLander-v3 x16 | 100 | 230 | 260 | 2.55x (2.60x) | 2.90x | yes |" in text
     assert "Best of 3 repetitions of 1,000 env-steps each." in text
     assert "the lean env gives 2.55x SB3's env-steps/s (median paired)" in text and "at best 2.90x" in text
     assert "88% of the time is the env's own `step` and `reset`" in text and "the other 12%" in text
     # the target is the project's: the campaigns page's, not the user's
     assert "target" not in text
-    targets = render_docs.render_speed_targets(tmp_path)
+    targets = vec_env.render_speed_targets(tmp_path)
     assert "2.5x on LunarLander-v3 x16, is met: best 2.60x (median paired 2.55x), against a floor of at best 2.90x" in targets
     row.update(ratio_best=2.4, target_met=False)
-    (tmp_path / "vec_env.json").write_text(json.dumps(data))
-    assert "is missed: best 2.40x" in render_docs.render_speed_targets(tmp_path)
+    (tmp_path / "single" / "vec_env.json").write_text(json.dumps(data))
+    assert "is missed: best 2.40x" in vec_env.render_speed_targets(tmp_path)

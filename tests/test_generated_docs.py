@@ -7,14 +7,13 @@ committed JSON only: nothing trains.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import render_docs
+from harness.regions import dagger, figures, learning, results, speed, summary, vec_env
+from harness.regions import multi_critic as mc
+from helpers import ROOT
 
 
 def test_every_region_is_what_its_result_files_render() -> None:
@@ -72,24 +71,24 @@ def test_a_region_renders_from_its_file_and_stale_text_is_replaced(tmp_path: Pat
     assert "old" not in rendered and rendered.startswith("intro\n<!-- generated:multi-critic-match -->\n")
     assert rendered.endswith("<!-- /generated -->\noutro\n") and render_docs.render_page(page, rendered) == rendered
     # with no report on the faithful env, the must-match region is the pending note
-    monkeypatch.setattr(render_docs, "faithful_lunar_campaign", lambda: None)
-    assert render_docs.PENDING_MATCH in render_docs.render_page(page, text)
+    monkeypatch.setattr(mc, "faithful_lunar_campaign", lambda: None)
+    assert mc.PENDING_MATCH in render_docs.render_page(page, text)
     with pytest.raises(ValueError, match="unknown region 'nope'"):
         render_docs.render_page(page, "<!-- generated:nope -->\n<!-- /generated -->")
 
 
 def test_verdicts_need_apart_cis() -> None:
     base = dict(final_iqm=10.0, final_iqm_ci=[8.0, 12.0])
-    assert render_docs.verdict(dict(final_iqm=14.0, final_iqm_ci=[12.5, 15.0]), base, "final") == "ahead"
-    assert render_docs.verdict(dict(final_iqm=14.0, final_iqm_ci=[11.9, 15.0]), base, "final") == "level"
-    assert render_docs.verdict(dict(final_iqm=5.0, final_iqm_ci=[4.0, 7.9]), base, "final") == "behind"
+    assert figures.verdict(dict(final_iqm=14.0, final_iqm_ci=[12.5, 15.0]), base, "final") == "ahead"
+    assert figures.verdict(dict(final_iqm=14.0, final_iqm_ci=[11.9, 15.0]), base, "final") == "level"
+    assert figures.verdict(dict(final_iqm=5.0, final_iqm_ci=[4.0, 7.9]), base, "final") == "behind"
 
 
 def test_no_report_cites_a_stale_run_and_each_states_its_question() -> None:
     def named(runs: list[dict]) -> set[tuple]:
         return {(run["env"], run["contender"], run["seed"]) for run in runs}
 
-    for campaign, report in render_docs.campaign_reports().items():
+    for campaign, report in results.campaign_reports().items():
         assert not named(report.get("provenance", {}).get("stale", [])) & named(report["runs"]), campaign
         assert report.get("question"), f"{campaign}: its report states no question"
 
@@ -101,15 +100,15 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
         return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0)
 
     contenders = {"single": row(260.0, 250.0, 270.0), "mc-scalarize-shared": row(265.0, 255.0, 275.0)}
-    summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    folder = tmp_path / "multi_critic" / "lunar_groups"
+    summary = {mc.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+    folder = tmp_path / "campaigns" / "multi_critic" / "lunar_groups"
     folder.mkdir(parents=True)
     (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    assert render_docs.faithful_lunar_campaign() == "multi_critic/lunar_groups"
-    table = render_docs.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert mc.faithful_lunar_campaign() == "multi_critic/lunar_groups"
+    table = mc.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
     assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 5/5 |" in table and "pending" not in table
-    assert render_docs.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
+    assert mc.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
 
 
 def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,31 +118,32 @@ def test_a_screen_shows_once_each_side_has_its_seeds(tmp_path: Path, monkeypatch
     def write(seeds: list[int]) -> None:
         contenders = {"ppo": row(-180.0, -200.0, -160.0, [0, 1, 2]), "xppo@a=1": row(-150.0, -155.0, -145.0, seeds)}
         summary = {"Pendulum-v1": dict(budget=100_000, threshold=-200.0, contenders=contenders)}
-        folder = tmp_path / "screen_x"
-        folder.mkdir(exist_ok=True)
-        (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+        folder = tmp_path / "campaigns" / "screen_x"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.json").write_text(json.dumps(dict(kind="screen", summary=summary, runs=[], question="q")))
 
+    # the campaigns come from the reports that declare kind "screen": screen_x, and none for Hopper-v5 yet
     screens = (
-        ("screen_x", "Pendulum-v1", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
-        ("screen_y", "Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
+        ("Pendulum-v1", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
+        ("Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)"),
     )
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    monkeypatch.setattr(render_docs, "SCREENS", screens)
-    monkeypatch.setattr(render_docs, "CONFIRMATIONS", ())
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(learning, "SCREENS", screens)
+    monkeypatch.setattr(learning, "CONFIRMATIONS", ())
     page = ROOT / "docs" / "guide" / "xppo.md"
     write([0, 1])
-    text = render_docs.render_screens(page)
+    text = learning.render_screens(page)
     assert "No screen has finished yet" in text and "`a=1` on Pendulum-v1 (2 of 3 seeds)" in text
     assert "`a=1` on Hopper-v5 (no report yet)" in text
     write([0, 1, 2])
-    text = render_docs.render_screens(page)
+    text = learning.render_screens(page)
     row_text = (
         "| `a=1` | Pendulum-v1 (100k, seeds 0-2; `screen_x`) | PPO (zoo) | -150.0 [-155.0, -145.0] / -180.0 [-200.0, -160.0]"
     )
     assert row_text in text and text.count("ahead") == 2 and "Pendulum-v1 (" not in text.split("Screens not finished")[1]
     assert "worth" not in text  # the option's verdict waits for its Hopper-v5 screen
-    monkeypatch.setattr(render_docs, "SCREENS", screens[:1])
-    worth = render_docs.render_screens(page).split("What each option is worth so far:\n\n")[1]
+    monkeypatch.setattr(learning, "SCREENS", screens[:1])
+    worth = learning.render_screens(page).split("What each option is worth so far:\n\n")[1]
     assert worth == (
         "- `a=1`, every screen done: final return ahead on 1 of 1 (Pendulum-v1); curve ahead on 1 of 1 (Pendulum-v1); "
         "it earns a confirmation on 10 fresh seeds on Pendulum-v1."
@@ -156,26 +156,27 @@ def test_a_confirmation_shows_once_its_ten_fresh_seeds_are_in(tmp_path: Path, mo
             seeds=seeds, final_iqm=iqm, final_iqm_ci=[iqm - 5, iqm + 5], curve_iqm=iqm, curve_iqm_ci=[iqm - 5, iqm + 5]
         )
 
-    def write(campaign: str, option: float, seeds: list[int], base_seeds: list[int]) -> None:
+    def write(campaign: str, kind: str, option: float, seeds: list[int], base_seeds: list[int]) -> None:
         contenders = {"ppo": row(100.0, base_seeds), "xppo@a=1": row(option, seeds)}
         summary = {"Hopper-v5": dict(budget=1_000_000, threshold=None, contenders=contenders)}
-        (tmp_path / campaign).mkdir(exist_ok=True)
-        (tmp_path / campaign / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
+        (tmp_path / "campaigns" / campaign).mkdir(parents=True, exist_ok=True)
+        report = dict(kind=kind, summary=summary, runs=[], question="q")
+        (tmp_path / "campaigns" / campaign / "report.json").write_text(json.dumps(report))
 
     entry = ("Hopper-v5", "xppo@a=1", "ppo", "`a=1`", "PPO (zoo)")
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    monkeypatch.setattr(render_docs, "SCREENS", (("screen_x", *entry),))
-    monkeypatch.setattr(render_docs, "CONFIRMATIONS", (("confirmation_x", *entry),))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(learning, "SCREENS", (entry,))
+    monkeypatch.setattr(learning, "CONFIRMATIONS", (entry,))
     page = ROOT / "docs" / "guide" / "xppo.md"
-    write("screen_x", 120.0, [0, 1, 2], [0, 1, 2])
-    text = render_docs.render_screens(page)
+    write("screen_x", "screen", 120.0, [0, 1, 2], [0, 1, 2])
+    text = learning.render_screens(page)
     assert "Confirmations not finished (the run cache keeps the runs done so far): `a=1` on Hopper-v5 (no report yet)." in text
     assert text.endswith("it earns a confirmation on 10 fresh seeds on Hopper-v5; running: Hopper-v5 (no report yet).")
     fresh = list(range(10, 20))
-    write("confirmation_x", 103.0, fresh[:4], fresh)
-    assert render_docs.render_screens(page).endswith("; running: Hopper-v5 (4 of 10 seeds).")
-    write("confirmation_x", 103.0, fresh, fresh)
-    text = render_docs.render_screens(page)
+    write("confirmation_x", "option-confirmation", 103.0, fresh[:4], fresh)
+    assert learning.render_screens(page).endswith("; running: Hopper-v5 (4 of 10 seeds).")
+    write("confirmation_x", "option-confirmation", 103.0, fresh, fresh)
+    text = learning.render_screens(page)
     assert (
         "| `a=1` | Hopper-v5 (1M, seeds 10-19; `confirmation_x`) | PPO (zoo) | 103.0 [98.0, 108.0] / 100.0 [95.0, 105.0]"
         in text
@@ -192,39 +193,45 @@ def test_envpool_equivalence_says_whether_the_cis_overlap(tmp_path: Path, monkey
 
     contenders = {"ppo": row(260.0, 250.0, 270.0), "ppo@vec_env='envpool'": row(240.0, 200.0, 255.0)}
     summary = {"LunarLander-v3": dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    (tmp_path / "envpool_equivalence").mkdir()
-    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    text = render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
+    (tmp_path / "campaigns" / "envpool_equivalence").mkdir(parents=True)
+    (tmp_path / "campaigns" / "envpool_equivalence" / "report.json").write_text(
+        json.dumps(dict(kind="envpool-equivalence", summary=summary, runs=[], question="q"))
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    text = learning.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
     assert "| LunarLander-v3 (1M, seeds 0-4) | 240.0 [200.0, 255.0] / 260.0 [250.0, 270.0] |" in text
     assert text.count("| overlap |") == 1 and "Hopper-v5 (EnvPool 0, gymnasium 0 of 5 seeds)" in text
     contenders["ppo@vec_env='envpool'"] = row(100.0, 90.0, 110.0)
-    (tmp_path / "envpool_equivalence" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[], question="q")))
-    assert "apart (behind)" in render_docs.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
+    (tmp_path / "campaigns" / "envpool_equivalence" / "report.json").write_text(
+        json.dumps(dict(kind="envpool-equivalence", summary=summary, runs=[], question="q"))
+    )
+    assert "apart (behind)" in learning.render_envpool_equivalence(ROOT / "docs" / "guide" / "vec_env.md")
 
 
 def test_pcgrad_worth_shows_each_env_once_both_sides_have_five_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def row(iqm: float, seeds: list[int]) -> dict:
         return dict(seeds=seeds, final_iqm=iqm, final_iqm_ci=[iqm - 0.1, iqm + 0.1], curve_iqm=iqm, curve_iqm_ci=[iqm, iqm])
 
-    campaign, env_id, with_pcgrad, without = render_docs.PCGRAD_CAMPAIGNS[0][:4]
-    folder = tmp_path / "multi_critic" / campaign
-    (folder / "runs").mkdir(parents=True)
-    (folder / "runs" / "a.json").write_text(json.dumps(dict(train_logs={"train/pcgrad_conflict_fraction": 0.25})))
+    env_id, with_pcgrad, without = mc.PCGRAD_ROWS[0][:3]
+    campaign = "styles_pcgrad"  # found by its contents: the campaign that ran the mode with PCGrad on the env
+    folder = tmp_path / "campaigns" / "multi_critic" / campaign
+    folder.mkdir(parents=True)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.json").write_text(json.dumps(dict(train_logs={"train/pcgrad_conflict_fraction": 0.25})))
 
     def write(seeds: list[int]) -> None:
         contenders = {with_pcgrad: row(0.5, seeds), without: row(0.9, [0, 1, 2, 3, 4])}
-        runs = [dict(contender=with_pcgrad, file=f"{campaign}/runs/a.json")]
+        runs = [dict(contender=with_pcgrad, file="runs/a.json")]
         summary = {env_id: dict(budget=200_000, threshold=0.8, contenders=contenders)}
         (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=runs, question="q")))
 
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
     page = ROOT / "docs" / "guide" / "multi_critic.md"
     write([0, 1, 2])
-    text = render_docs.render_pcgrad_worth(page)
+    text = mc.render_pcgrad_worth(page)
     assert "No PCGrad campaign has finished yet" in text and f"{env_id} (PCGrad 3, without 5 of 5 seeds)" in text
     write([0, 1, 2, 3, 4])
-    text = render_docs.render_pcgrad_worth(page)
+    text = mc.render_pcgrad_worth(page)
     assert "| 0.50 [0.40, 0.60] / 0.90 [0.80, 1.00] |" in text and "| behind, behind | 25% |" in text
 
 
@@ -236,11 +243,13 @@ def test_the_must_match_claim_is_the_plain_scalarize_mode_not_its_pcgrad_variant
 
     squared = "mc-scalarize-shared@group_value_weights='squared'"
     contenders = {"single": row(250.0), squared.replace("shared", "shared-pcgrad"): row(100.0), squared: row(252.0)}
-    summary = {render_docs.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
-    (tmp_path / "multi_critic" / "lunar_groups").mkdir(parents=True)
-    (tmp_path / "multi_critic" / "lunar_groups" / "report.json").write_text(json.dumps(dict(summary=summary, runs=[])))
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    assert render_docs.match_claim() == "level: 252.0 [247.0, 257.0] against one critic's 250.0 [245.0, 255.0]"
+    summary = {mc.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+    (tmp_path / "campaigns" / "multi_critic" / "lunar_groups").mkdir(parents=True)
+    (tmp_path / "campaigns" / "multi_critic" / "lunar_groups" / "report.json").write_text(
+        json.dumps(dict(summary=summary, runs=[]))
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert mc.match_claim() == "level: 252.0 [247.0, 257.0] against one critic's 250.0 [245.0, 255.0]"
 
 
 def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,9 +264,10 @@ def test_the_warm_up_table_counts_the_warm_up_in_the_total(tmp_path: Path, monke
         runs=dict(dagger=[run(0, 2048, False)], dagger_pretrain=[run(0, 1024, True)]),
         median_steps=dict(dagger=2048.0, dagger_pretrain=1024.0, dagger_pretrain_total=1536.0),
     )
-    (tmp_path / "distill_CartPole-v1_quick.json").write_text(json.dumps(data))
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    text = render_docs.render_dagger_pretrain(ROOT / "docs" / "guide" / "dagger.md")
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "distill_CartPole-v1_quick.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    text = dagger.render_dagger_pretrain(ROOT / "docs" / "guide" / "dagger.md")
     assert "| 2,048 (2,048) | 1,024 (1,024) | 1,536 |" in text and "CartPole-v1: fewer steps with the warm-up" in text
 
 
@@ -273,24 +283,22 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
             max_abs_param_diff=0.0 if exact else 0.5, breakdown=breakdown,
         )  # fmt: skip
 
-    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
-    assert render_docs.render_vec_env_speed(tmp_path) == "Pending: `python benchmarks/speed.py --contrib`."
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert speed.render_vec_env_speed(tmp_path) == "Pending: `python benchmarks/speed.py --contrib`."
     rows = [row("CartPole-v1", 1.4, 1.5, True), row("LunarLander-v3@lean", 1.7, 1.6, True)]
     rows.append(row("LunarLander-v3@envpool", 2.0, 2.5, False))
-    (tmp_path / "speed.json").write_text(json.dumps(dict(results=rows)))
-    table = render_docs.render_vec_env_speed(tmp_path).splitlines()
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "speed.json").write_text(json.dumps(dict(results=rows)))
+    table = speed.render_vec_env_speed(tmp_path).splitlines()
     assert table[2:4] == [
         "| LunarLander-v3, lean | 1.69x (1.70x; 1.71x) | bit for bit |",
         "| LunarLander-v3, envpool | 1.99x (2.00x; 2.01x) | no (EnvPool's envs; max diff 0.5) |",
     ]
-    assert "target" not in render_docs.render_vec_env_speed(tmp_path)
-    targets = render_docs.render_speed_targets(tmp_path)
+    assert "target" not in speed.render_vec_env_speed(tmp_path)
+    targets = vec_env.render_speed_targets(tmp_path)
     assert "| LunarLander-v3, lean | 1.6x (met) | 1.69x, 1.70x |" in targets and "2.5x (missed)" in targets
-    assert (
-        render_docs.speed_claim()
-        == "faster on CartPole-v1 (1.39x) (env-steps/s, median paired; the same parameters bit for bit)"
-    )
-    assert "@" not in render_docs.render_speed_breakdown(tmp_path)
+    assert speed.speed_claim() == "faster on CartPole-v1 (1.39x) (env-steps/s, median paired; the same parameters bit for bit)"
+    assert "@" not in speed.render_speed_breakdown(tmp_path)
 
 
 def test_the_floor_table_sets_the_fixed_pieces_against_what_the_target_leaves() -> None:
@@ -303,11 +311,73 @@ def test_the_floor_table_sets_the_fixed_pieces_against_what_the_target_leaves() 
         dict(env="LunarLander-v3@lean", target=1.6, breakdown=dict(PPO=dict(us_per_step=ppo), XPPO=dict(us_per_step=lean))),
         dict(env="Pendulum-v1@lean", target=None, breakdown={}),
     ]
-    lines = render_docs.speed_floor_lines(rows)
+    lines = speed.speed_floor_lines(rows)
     assert "| LunarLander-v3, envpool | 200 | 50 + 40 + 50 + 70 = 210 | 60 |" in lines
     assert "| LunarLander-v3, lean | 312 | 80 + 40 + 50 + 70 = 240 | 60 |" in lines
     assert not any("Pendulum" in line for line in lines)
     assert "On LunarLander-v3, envpool they alone take more than the target leaves" in lines[-1]
+
+
+def test_every_campaign_a_region_quotes_declares_a_known_kind() -> None:
+    """The regions find their campaigns by the kind a report declares: each kind the pages read has a report."""
+    from harness.reports import KINDS
+
+    kinds = {name: data["kind"] for name, data in results.campaign_reports().items() if "kind" in data}
+    assert set(kinds.values()) == set(KINDS), kinds
+    assert results.the_campaign("zoo-entries")[0] == "confirmation_zoo"
+    assert list(results.campaigns_of("recommended")) == ["confirmation", "confirmation_bipedal"]
+
+
+def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """speed_sequences.json's rows: train() and learn() ratios against the targets, the parameter difference."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    pending = speed.render_sequence_batching(tmp_path)
+    assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    row = dict(
+        env="CartPoleNoVel-v1", rollouts=12, ratio_paired=dict(learn=2.5, learn_cpu=2.4, train=3.5, train_cpu=3.4),
+        targets=dict(train=3.0, learn=2.0), targets_met=dict(train=True, learn=True), max_abs_param_diff=2e-6,
+    )  # fmt: skip
+    slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "speed_sequences.json").write_text(json.dumps(dict(config=dict(reps=3), sequences=[row, slow])))
+    table = speed.render_sequence_batching(tmp_path).splitlines()
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
+    assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+
+
+def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step-by-step contenders against their sequence_batching twins: final IQMs and whether the intervals overlap.
+    The twins' campaigns declare kind ``sequence-batching``; the step-by-step rows come from any report holding them."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert learning.render_sequence_batching_learning(tmp_path).startswith("Pending: `python benchmarks/mask_memory.py")
+
+    def row(iqm: float, ci: list[float]) -> dict:
+        return dict(final_iqm=iqm, final_iqm_ci=ci, seeds=[0, 1, 2, 3, 4])
+
+    base = dict(mask_lstm=row(0.94, [0.29, 0.94]), lstm=row(0.5, [0.1, 0.6]))
+    seq = dict(mask_lstm_seq=row(0.9, [0.5, 0.94]), lstm_seq=row(0.9, [0.8, 0.94]))
+
+    def write(campaign: str, report: dict) -> None:
+        (tmp_path / "campaigns" / campaign).mkdir(parents=True)
+        (tmp_path / "campaigns" / campaign / "report.json").write_text(json.dumps(report))
+
+    write("mask_memory", dict(summary=dict(budget=16384, contenders=base)))
+    write("mask_memory_sequences", dict(kind="sequence-batching", summary=dict(budget=16384, contenders=seq)))
+    table = learning.render_sequence_batching_learning(tmp_path).splitlines()
+    assert (
+        table[2]
+        == "| sb3_xppo/MemoryMaze-v0 | MaskableRecurrentXPPO, masks | 0-4 | 0.94 [0.29, 0.94] | 0.90 [0.50, 0.94] | overlap |"
+    )
+    assert table[3].endswith("| 0.50 [0.10, 0.60] | 0.90 [0.80, 0.94] | apart (ahead) |")
+    assert table[-1] == "The 95% intervals are apart for some pair; not run yet: CartPoleNoVel-v1."
+    # learning.py's reports: per env
+    cartpole = {"recurrentppo": row(326.1, [300.0, 350.0]), "xppo-lstm@sequence_batching=True": row(330.0, [310.5, 351.0])}
+    summary = {"CartPoleNoVel-v1": dict(budget=100_000, contenders=cartpole)}
+    write("sequence_batching_cartpole_novel", dict(kind="sequence-batching", summary=summary))
+    table = learning.render_sequence_batching_learning(tmp_path).splitlines()
+    assert table[4].endswith("| 326.1 [300.0, 350.0] | 330.0 [310.5, 351.0] | overlap |")
+    assert table[-1] == "The 95% intervals are apart for some pair."
 
 
 def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
@@ -321,7 +391,7 @@ def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
         theirs = yaml.safe_load(f)
     own = [env_id for env_id, entry in ours.items() if env_id != "default" and theirs.get(env_id) != entry]
     assert "Pendulum-v1" in own
-    decision = render_docs.render_decision(ROOT / "README.md")
+    decision = summary.render_decision(ROOT / "README.md")
     zoo_row = next(line for line in decision.splitlines() if "zoo_configs/xppo.yml" in line)
     for env_id in own:
         assert env_id in zoo_row, env_id

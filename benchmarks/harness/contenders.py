@@ -43,7 +43,7 @@ class Contender:
     """A named algorithm and the keywords it adds to the zoo's PPO hyperparameters."""
 
     name: str
-    algo: str  # "ppo" or "xppo"
+    algo: str  # "ppo", "xppo", "recurrentppo" or "xppo_lstm"
     kwargs: dict[str, Any] = field(default_factory=dict)
     config: str | None = None  # the yml the hyperparameters come from: None for rl-zoo3's ppo.yml
 
@@ -85,8 +85,10 @@ def _is_zoo_schedule(value: str) -> bool:
 
 
 def _parse_base(name: str) -> Contender:
-    if name in ("ppo", "xppo"):
+    if name in ("ppo", "xppo", "recurrentppo"):
         return Contender(name, name)
+    if name == "xppo-lstm":
+        return Contender(name, "xppo_lstm")
     if name == "xppo-zoo":
         return Contender(name, "xppo", config=str(CONFIG_PATH))
     if name == RECOMMENDED:
@@ -95,7 +97,8 @@ def _parse_base(name: str) -> Contender:
     parts = base.split("-")
     if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
         raise ValueError(
-            f"unknown contender {name!r}: expected 'ppo', 'xppo' or 'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
+            f"unknown contender {name!r}: expected 'ppo', 'xppo', 'recurrentppo', 'xppo-lstm' or "
+            "'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
             f"{ACTORS}, value in {VALUES}, norm in {tuple(NORMS)}"
         )
     kwargs: dict[str, Any] = dict(actor_loss=parts[1], value_loss=parts[2], normalize_advantage=NORMS[parts[3]])

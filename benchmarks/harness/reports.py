@@ -19,7 +19,16 @@ from harness.layout import campaign_dir
 
 #: What a campaign's report may declare it is (its ``kind``): the claim of the pages it answers, by which
 #: ``benchmarks/render_docs.py`` finds it (:mod:`harness.regions.results` says what each means)
-KINDS = ("recommended", "defaults", "zoo-entries", "screen", "option-confirmation", "envpool-equivalence", "must-win")
+KINDS = (
+    "recommended",
+    "defaults",
+    "zoo-entries",
+    "screen",
+    "option-confirmation",
+    "envpool-equivalence",
+    "must-win",
+    "sequence-batching",
+)
 
 
 def provenance_note(status: dict[str, list[dict[str, Any]]], unverified_included: bool) -> str:

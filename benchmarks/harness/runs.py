@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from sb3_contrib import RecurrentPPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -37,7 +38,7 @@ from harness.contenders import POLICY_OPTIONS, SCHEDULE_KEYS, VEC_ENV_OVERRIDE, 
 from harness.layout import run_cache
 from harness.provenance import behaviour_fingerprint, code_record
 from harness.zoo import zoo_entry_of, zoo_setup
-from sb3_xppo import XPPO
+from sb3_xppo import XPPO, RecurrentXPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 
 #: Mean eval return that counts as solved, for "steps to threshold"
@@ -166,7 +167,8 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     elif task.contender.algo == "xppo" and "value_loss" in kwargs:
         # 'mse' means no value clipping: a zoo clip_range_vf would be ignored (with a warning)
         hyperparams.pop("clip_range_vf", None)
-    algo = PPO if task.contender.algo == "ppo" else XPPO
+    # (the module's names, read at each call)
+    algo = {"ppo": PPO, "xppo": XPPO, "recurrentppo": RecurrentPPO, "xppo_lstm": RecurrentXPPO}[task.contender.algo]
     # XPPO's policy options (@rpo_alpha=0.5, @simba='critic', ...) go into the entry's policy_kwargs
     policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
     if policy_options:

@@ -9,6 +9,7 @@ import os
 import tempfile
 from typing import Any
 
+import rl_zoo3
 from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
@@ -18,11 +19,18 @@ from sb3_xppo.vec_env import VEC_ENV_FACTORIES
 
 #: rl-zoo3's ppo.yml entries of the -v4 MuJoCo tasks under their v5 ids (ppo.yml has no v5 entries)
 MUJOCO_V5_CONFIG = os.path.join(BENCHMARKS, "zoo_mujoco_v5.yml")
-ENV_CONFIGS = {"Hopper-v5": MUJOCO_V5_CONFIG, "HalfCheetah-v5": MUJOCO_V5_CONFIG}
+#: rl-zoo3's RecurrentPPO entries: the partially observed envs (velocities hidden) of the recurrent contenders
+PPO_LSTM_CONFIG = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo_lstm.yml")
+ENV_CONFIGS = {
+    "Hopper-v5": MUJOCO_V5_CONFIG,
+    "HalfCheetah-v5": MUJOCO_V5_CONFIG,
+    "CartPoleNoVel-v1": PPO_LSTM_CONFIG,
+    "PendulumNoVel-v1": PPO_LSTM_CONFIG,
+}
 
 
 def zoo_budget(env_id: str) -> int:
-    """The zoo's ``n_timesteps`` for ``env_id`` in rl-zoo3's ``ppo.yml``."""
+    """The zoo's ``n_timesteps`` for ``env_id`` in rl-zoo3's ``ppo.yml`` (or the yml :data:`ENV_CONFIGS` names for it)."""
     return int(zoo_entry_of(None, env_id)["n_timesteps"])
 
 

@@ -6,9 +6,10 @@ The regions of the pages that ``benchmarks/render_docs.py`` renders, a module pe
 - :mod:`~harness.regions.multi_critic`: ``benchmarks/multi_critic.py``'s campaigns;
 - :mod:`~harness.regions.speed`: ``benchmarks/speed.py`` (with ``gae.py``'s and ``overhead.py``'s line);
 - :mod:`~harness.regions.overhead`: ``benchmarks/overhead.py``;
-- :mod:`~harness.regions.vec_env`: ``benchmarks/vec_env.py``, ``ray_vec_env.py`` and ``train_cli.py``;
+- :mod:`~harness.regions.vec_env`: ``benchmarks/vec_env.py``, ``ray_vec_env.py`` and ``train_cli.py`` (and the speed targets);
 - :mod:`~harness.regions.dagger`: ``benchmarks/distill.py``;
-- :mod:`~harness.regions.summary`: the headline and the decision table, from all of them.
+- :mod:`~harness.regions.train_default`: ``benchmarks/train_default.py``;
+- :mod:`~harness.regions.summary`: the README's first screen, the headline and the decision table, from all of them.
 
 :mod:`~harness.regions.results` reads the result files, :mod:`~harness.regions.figures` writes numbers in words.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions import dagger, learning, multi_critic, overhead, speed, summary, vec_env
+from harness.regions import dagger, learning, multi_critic, overhead, speed, summary, train_default, vec_env
 
 #: Each region's renderer, by the region's name
 RENDERERS: dict[str, Callable[[Path], str]] = {
@@ -28,5 +29,6 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     **overhead.REGIONS,
     **vec_env.REGIONS,
     **dagger.REGIONS,
+    **train_default.REGIONS,
     **multi_critic.REGIONS,
 }

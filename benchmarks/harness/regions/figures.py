@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+#: How every ``learn()`` speed ratio is labelled, on every page (the median over the repetitions of PPO's time over
+#: XPPO's in the same pair; speed.json's ``ratio_paired``)
+MEDIAN_PAIRED = "median paired"
+
 
 def interval(row: dict[str, Any], metric: str, decimals: int = 1) -> str:
     """``"iqm [low, high]"`` of a summary row's ``final`` or ``curve`` IQM."""

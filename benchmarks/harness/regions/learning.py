@@ -51,27 +51,31 @@ def recommended_claim() -> str | None:
 
 
 def zoo_claim() -> str | None:
-    """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` cost."""
+    """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` time."""
     if (found := the_campaign("zoo-entries")) is None:
         return None
     envs = found[1]["summary"]
     rows = [env_summary["contenders"] for env_summary in envs.values()]
+    seed_words = seeds(rows[0]["xppo-zoo"]["seeds"])
 
     def each(cell: Callable[[dict[str, dict[str, Any]]], str]) -> str:
         return " / ".join(cell(r) for r in rows)
 
+    def train_ratio(r: dict[str, dict[str, Any]]) -> str:
+        return f"{r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds']:.2f}x"
+
     return (
-        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} steps (preset "
-        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}); final return "
-        f"{each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; `train()` "
-        f"{each(lambda r: format(r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds'], '.2f') + 'x')} PPO's"
+        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (preset "
+        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; medians, seeds "
+        f"{seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; "
+        f"each `train()` takes {each(train_ratio)} PPO's time (more updates per env step)"
     )
 
 
 def comparison_table(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]], name: str) -> str:
     """Per env: the contender's final and curve IQMs against PPO's, steps to the threshold, and the verdicts."""
     lines = [
-        f"| env (budget, seeds) | final IQM [95% CI]: {name} / PPO | curve IQM [95% CI]: {name} / PPO | "
+        f"| env (budget, seeds) | final IQM [95% interval]: {name} / PPO | curve IQM [95% interval]: {name} / PPO | "
         f"steps to threshold, median (seeds reaching it): {name} / PPO | verdict: final, curve |",
         "| --- | --- | --- | --- | --- |",
     ]
@@ -105,7 +109,8 @@ def render_zoo_entries(page: Path) -> str:
     data = found[1]
     names = {"xppo-zoo": "tuned entry (`xppo.yml`)", PRESET: "`xppo_recommended`", PPO: "PPO (zoo)"}
     lines = [
-        "| env | contender | final IQM [95% CI] | curve IQM [95% CI] | steps to 200, median (seeds) | train() ÷ PPO's |",
+        "| env | contender | final IQM [95% interval] | curve IQM [95% interval] | steps to 200, median (seeds) | "
+        "train() time ÷ PPO's |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for env_id, env_summary in data["summary"].items():
@@ -145,7 +150,8 @@ def render_envpool_equivalence(page: Path) -> str:
     :data:`ENVPOOL_SEEDS` seeds.
     """
     lines = [
-        "| env (budget, seeds) | final IQM [95% CI]: EnvPool / gymnasium | curve IQM [95% CI]: EnvPool / gymnasium | CIs |",
+        "| env (budget, seeds) | final IQM [95% interval]: EnvPool / gymnasium | "
+        "curve IQM [95% interval]: EnvPool / gymnasium | 95% intervals |",
         "| --- | --- | --- | --- |",
     ]
     pending = []
@@ -233,8 +239,8 @@ def render_screens(page: Path) -> str:
     screens, and its claim for its confirmations.
     """
     header = [
-        "| option | env (budget, seeds) | against | final IQM [95% CI]: option / baseline | "
-        "curve IQM [95% CI]: option / baseline | verdict: final, curve |",
+        "| option | env (budget, seeds) | against | final IQM [95% interval]: option / baseline | "
+        "curve IQM [95% interval]: option / baseline | verdict: final, curve |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     lines, pending, finished = option_rows(SCREENS, "screen", SCREEN_SEEDS)
@@ -270,6 +276,64 @@ def render_screens(page: Path) -> str:
     return text + ("\n\nWhat each option is worth so far:\n\n" + "\n".join(worth) if worth else "")
 
 
+#: Does ``sequence_batching=True`` learn the same: (env, what runs, the step-by-step contender, its twin with the
+#: option); the twins' campaigns declare kind ``sequence-batching``, the step-by-step runs are found in any report that
+#: holds them (the memory maze's from ``benchmarks/mask_memory.py``, the others from ``learning.py``)
+SEQUENCE_PAIRS = (
+    ("sb3_xppo/MemoryMaze-v0", "MaskableRecurrentXPPO, masks", "mask_lstm", "mask_lstm_seq"),
+    ("sb3_xppo/MemoryMaze-v0", "RecurrentXPPO, no masks", "lstm", "lstm_seq"),
+    ("CartPoleNoVel-v1", "RecurrentPPO / RecurrentXPPO, zoo entry", "recurrentppo", "xppo-lstm@sequence_batching=True"),
+)
+
+
+def _final_row(reports: dict[str, dict[str, Any]], env_id: str, contender: str) -> dict[str, Any] | None:
+    """A contender's summary row in the first of ``reports`` that holds it: a mask_memory report (one env, its
+    ``summary`` the contenders') or a learning.py report (per env)."""
+    for data in reports.values():
+        summary = data["summary"]
+        rows = summary["contenders"] if "contenders" in summary else summary.get(env_id, {}).get("contenders", {})
+        if contender in rows:
+            return rows[contender]
+    return None
+
+
+def render_sequence_batching_learning(page: Path) -> str:
+    """
+    Final returns with and without ``sequence_batching`` (:data:`SEQUENCE_PAIRS`): the same seeds, hyperparameters and
+    budget, IQM over seeds with 95% intervals, and whether the intervals overlap.
+    """
+    lines = [
+        "| env | algorithm | seeds | final return IQM [95% interval], step by step | `sequence_batching=True` | "
+        "95% intervals |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    twins, everything = campaigns_of("sequence-batching"), campaign_reports()
+    verdicts, pending = [], []
+    for env_id, label, name, twin in SEQUENCE_PAIRS:
+        twin_row = _final_row(twins, env_id, twin)
+        row = _final_row({**twins, **everything}, env_id, name)
+        if row is None or twin_row is None:
+            pending.append(env_id)
+            continue
+        digits = 2 if max(abs(row["final_iqm"]), abs(twin_row["final_iqm"])) < 10 else 1
+        cells = [interval(r, "final", digits) for r in (row, twin_row)]
+        verdicts.append(verdict(twin_row, row, "final"))
+        overlap = "overlap" if verdicts[-1] == "level" else f"apart ({verdicts[-1]})"
+        lines.append(f"| {env_id} | {label} | {seeds(twin_row['seeds'])} | {cells[0]} | {cells[1]} | {overlap} |")
+    if not verdicts:
+        return (
+            "Pending: `python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign mask_memory_sequences "
+            "--kind sequence-batching`."
+        )
+    said_words = (
+        "The 95% intervals overlap for every pair"
+        if all(v == "level" for v in verdicts)
+        else "The 95% intervals are apart for some pair"
+    )
+    note = f"; not run yet: {', '.join(dict.fromkeys(pending))}" if pending else ""
+    return "\n".join(lines + ["", f"{said_words}{note}."])
+
+
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "defaults": render_defaults,
@@ -278,4 +342,5 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "campaigns": render_campaigns,
     "screens": render_screens,
     "envpool-equivalence": render_envpool_equivalence,
+    "sequence-batching-learning": render_sequence_batching_learning,
 }

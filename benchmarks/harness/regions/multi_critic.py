@@ -29,14 +29,19 @@ def styles_campaign() -> str | None:
     return next(iter(campaigns_of("must-win")), None)
 
 
-def styles_claim() -> tuple[str, str] | None:
-    """(best "balanced" row's words, single critic's words) of the must-win campaign."""
+def styles_claim() -> str | None:
+    """The must-win campaign's "balanced" (the defaults) against one critic: the verdict, the intervals, the seeds at 0.8."""
     if (campaign := styles_campaign()) is None:
         return None
     data = report(campaign)
-    rows = next(iter(data["summary"].values()))["contenders"]
-    base = rows["mc-balanced-shared"]
-    return interval(base, "final", 2), interval(rows["single"], "final", 2)
+    env_summary = next(iter(data["summary"].values()))
+    rows = env_summary["contenders"]
+    row, base = rows["mc-balanced-shared"], rows["single"]
+    return (
+        f"{verdict(row, base, 'final')}: {interval(row, 'final', 2)} against one critic's {interval(base, 'final', 2)}; "
+        f"{row['reached']} of {len(row['seeds'])} seeds reached {env_summary['threshold']:g}, one critic's "
+        f"{base['reached']} of {len(base['seeds'])}"
+    )
 
 
 def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None, decimals: int = 2) -> str:
@@ -46,7 +51,7 @@ def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None,
     rows = env_summary["contenders"]
     unverified = len(data.get("provenance", {}).get("unverified", []))
     lines = [
-        f"| contender ({env_id}, {budget(env_summary['budget'])} steps) | seeds | final IQM [95% CI] | "
+        f"| contender ({env_id}, {budget(env_summary['budget'])} steps) | seeds | final IQM [95% interval] | "
         f"reached {env_summary['threshold']:g} | curve (mean) |",
         "| --- | --- | --- | --- | --- |",
     ]
@@ -137,8 +142,8 @@ PCGRAD_SEEDS = 5
 def render_pcgrad_worth(page: Path) -> str:
     """``group_gradients='pcgrad'`` against the same mode without it, on both multi-critic envs (:data:`PCGRAD_ROWS`)."""
     lines = [
-        "| env (budget, seeds) | mode | final IQM [95% CI]: PCGrad / without | curve IQM [95% CI]: PCGrad / without | "
-        "verdict: final, curve | pairs in conflict |",
+        "| env (budget, seeds) | mode | final IQM [95% interval]: PCGrad / without | "
+        "curve IQM [95% interval]: PCGrad / without | verdict: final, curve | pairs in conflict |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     pending = []

@@ -3,16 +3,18 @@ The result files the regions are rendered from, under :data:`RESULTS` (``benchma
 :mod:`harness.layout` says). Every path is made when it is read, so a test that points :data:`RESULTS` elsewhere
 renders from its own files.
 
-A campaign says what it is in its ``report.json``: ``kind`` (written by ``--kind`` of ``benchmarks/learning.py`` and
-``benchmarks/multi_critic.py``) names the claim of the pages it answers, and :func:`campaigns_of` finds the campaigns
-of a kind. The kinds the regions read:
+A campaign says what it is in its ``report.json``: ``kind`` (written by ``--kind`` of ``benchmarks/learning.py``,
+``benchmarks/multi_critic.py`` and ``benchmarks/mask_memory.py``) names the claim of the pages it answers, and
+:func:`campaigns_of` finds the campaigns of a kind. The kinds the regions read:
 
 - ``recommended``: ``xppo_recommended`` against PPO at PPO's hyperparameters (the confirmation);
 - ``defaults``: the screen's best loss option against PPO;
 - ``zoo-entries``: XPPO's tuned zoo entries against the preset and PPO;
 - ``screen`` and ``option-confirmation``: an option screened on 3 seeds, and confirmed on 10 fresh ones;
 - ``envpool-equivalence``: PPO trained on EnvPool's envs against gymnasium's;
-- ``must-win``: the multi-critic styles campaign.
+- ``must-win``: the multi-critic styles campaign;
+- ``sequence-batching``: the recurrent contenders with ``sequence_batching=True``, against the step-by-step runs of
+  the same seeds (``benchmarks/mask_memory.py --campaign``, ``benchmarks/learning.py``).
 """
 
 from __future__ import annotations

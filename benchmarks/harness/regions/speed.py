@@ -1,6 +1,7 @@
 """
 The regions of ``benchmarks/speed.py`` (``single/speed.json``): ``learn()``'s throughput against PPO's, where its time
-goes, XPPO on other VecEnvs and what bounds their ratios; with ``overhead.json`` and ``gae.json`` in the summary table.
+goes, XPPO on other VecEnvs and what bounds their ratios; with ``overhead.json`` and ``gae.json`` in the summary table;
+and ``--sequences`` (``single/speed_sequences.json``): RecurrentXPPO's ``sequence_batching`` against RecurrentPPO.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.regions.figures import MEDIAN_PAIRED
 from harness.regions.results import single
 
 
@@ -24,15 +26,42 @@ def speed_results(vec_env: bool = False) -> dict[str, Any] | None:
     return {**data, "results": [r for r in data["results"] if ("@" in r["env"]) == vec_env]}
 
 
+def pace(ratio: float) -> str:
+    """``"faster"``, ``"as fast"`` (within 5%) or ``"slower"``: a speed ratio (XPPO's env-steps/s over PPO's) in words."""
+    return "faster" if ratio >= 1.05 else "slower" if ratio <= 0.95 else "as fast"
+
+
 def speed_claim() -> str | None:
-    """``learn()``'s env-steps/s against PPO's, per env and contrib parent (median paired ratios)."""
+    """``learn()``'s env-steps/s against PPO's in words, per env and contrib parent (same envs, median paired ratios)."""
     data = speed_results()
     if data is None:
         return None
-    parts = [f"{r['ratio_paired']:.2f}x on {r['env']}" for r in data["results"]]
-    parts += [f"{c['name'].split(' / ')[0]} {c['ratio_paired']:.2f}x its parent" for c in data.get("contrib", [])]
+    by_pace: dict[str, list[str]] = {}
+    for r in data["results"]:
+        by_pace.setdefault(pace(r["ratio_paired"]), []).append(f"{r['env']} ({r['ratio_paired']:.2f}x)")
+    parts = [f"{word} on {', '.join(envs)}" for word, envs in by_pace.items()]
+    for c in data.get("contrib", []):
+        ours, parent = c["name"].split(" / ")
+        than = "as" if pace(c["ratio_paired"]) == "as fast" else "than"
+        parts.append(f"{ours} {pace(c['ratio_paired'])} {than} {parent} ({c['ratio_paired']:.2f}x)")
     exact = all(r["bit_exact"] for r in data["results"] + data.get("contrib", []))
-    return ", ".join(parts) + ("; bit for bit" if exact else "; NOT bit-exact")
+    return (
+        "; ".join(parts)
+        + f" (env-steps/s, {MEDIAN_PAIRED}; "
+        + ("the same parameters bit for bit)" if exact else "NOT bit-exact)")
+    )
+
+
+def exactness_claim() -> str | None:
+    """Whether XPPO with PPO's options ended on PPO's parameters in every ``learn()`` run of speed.json."""
+    data = speed_results()
+    if data is None:
+        return None
+    rows = data["results"] + data.get("contrib", [])
+    names = [r["env"] for r in data["results"]] + [c["name"].split(" / ")[0] for c in data.get("contrib", [])]
+    if all(r["bit_exact"] for r in rows):
+        return f"yes: every parameter equal to SB3's after `learn()` ({', '.join(names)}; and in the tests)"
+    return "no: " + ", ".join(n for n, r in zip(names, rows, strict=True) if not r["bit_exact"]) + " differ"
 
 
 def render_speed(page: Path) -> str:
@@ -40,7 +69,7 @@ def render_speed(page: Path) -> str:
     lines = ["| what | result | from |", "| --- | --- | --- |"]
     if (claim := speed_claim()) is not None:
         lines.append(
-            "| `learn()` env-steps/s, XPPO with PPO's options against SB3 PPO (median paired ratio, one torch thread) "
+            "| `learn()` env-steps/s, XPPO with PPO's options against SB3 PPO on the same envs (one torch thread) "
             f"| {claim} | `benchmarks/speed.py`, `speed.json` |"
         )
     overhead = single("overhead.json")
@@ -51,7 +80,8 @@ def render_speed(page: Path) -> str:
             for k, v in overhead["multi_critic"].items()
         ]
         lines.append(
-            f"| `train()` time against PPO's (median paired ratio) | {'; '.join(cells)} | `benchmarks/overhead.py`, "
+            f"| `train()` time against PPO's ({MEDIAN_PAIRED}; below 1x: less time) | {'; '.join(cells)} | "
+            "`benchmarks/overhead.py`, "
             "`overhead.json` |"
         )
     gae = single("gae.json")
@@ -89,18 +119,17 @@ def render_vec_env_speed(page: Path) -> str:
     if data is None or not data["results"]:
         return "Pending: `python benchmarks/speed.py --contrib`."
     lines = [
-        "| env, XPPO's VecEnv | XPPO / PPO env-steps/s: best, median paired (CPU time) | target | PPO's parameters |",
-        "| --- | --- | --- | --- |",
+        f"| env, XPPO's VecEnv | XPPO / PPO env-steps/s: {MEDIAN_PAIRED} (best; CPU time) | PPO's parameters |",
+        "| --- | --- | --- |",
     ]
     for r in data["results"]:
-        met = "" if r["target"] is None else f"{r['target']}x ({'met' if r['target_met'] else 'missed'})"
         exact = "bit for bit" if r["bit_exact"] else f"no (EnvPool's envs; max diff {r['max_abs_param_diff']:.2g})"
         env_id, vec_env = r["env"].split("@")
         lines.append(
-            f"| {env_id}, {vec_env} | {r['ratio_best']:.2f}x, {r['ratio_paired']:.2f}x ({r['cpu_ratio_paired']:.2f}x) | "
-            f"{met} | {exact} |"
+            f"| {env_id}, {vec_env} | {r['ratio_paired']:.2f}x ({r['ratio_best']:.2f}x; {r['cpu_ratio_paired']:.2f}x) | "
+            f"{exact} |"
         )
-    return "\n".join(lines + ["", *speed_floor_lines(data["results"])])
+    return "\n".join(lines)
 
 
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
@@ -149,9 +178,41 @@ def speed_floor_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def render_sequence_batching(page: Path) -> str:
+    """RecurrentXPPO with ``sequence_batching=True`` against RecurrentPPO: ``train()`` and ``learn()``, from
+    speed_sequences.json (``benchmarks/speed.py --sequences``)."""
+    data = single("speed_sequences.json")
+    if data is None or not data.get("sequences"):
+        return "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    lines = [
+        "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO (CPU time) | `learn()` env-steps/s, "
+        "RecurrentXPPO / RecurrentPPO (CPU time) | targets (`train()`, `learn()`) | largest parameter difference |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in data["sequences"]:
+        q, met = r["ratio_paired"], r["targets_met"]
+        targets = ", ".join(
+            f"{r['targets'][key]:g}x {'met' if met[key] else 'missed'}" for key in ("train", "learn") if key in met
+        )
+        lines.append(
+            f"| {r['env']} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
+            f"{targets} | {r['max_abs_param_diff']:.1g} |"
+        )
+    runs = {r["env"]: f"{r['rollouts']} rollout{'s' if r['rollouts'] > 1 else ''}" for r in data["sequences"]}
+    reps = data["config"]["reps"]
+    lines += [
+        "",
+        f"Median paired ratios over {reps} runs of each, alternating, one torch thread "
+        f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run). The parameter difference is after the first "
+        "run of each, same seed: float rounding, grown over the run's updates.",
+    ]
+    return "\n".join(lines)
+
+
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "speed": render_speed,
     "speed-breakdown": render_speed_breakdown,
     "vec-env-speed": render_vec_env_speed,
+    "sequence-batching": render_sequence_batching,
 }

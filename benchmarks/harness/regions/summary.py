@@ -1,77 +1,81 @@
-"""The regions that sum up every producer's claims: the headline table and which setup to use."""
+"""The regions that sum up every producer's claims: the README's first screen, the headline table and which setup to use."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions.dagger import dagger_claim
-from harness.regions.figures import said, tally
-from harness.regions.learning import DEFAULTS_OPTION, comparisons, recommended_claim, zoo_claim
-from harness.regions.multi_critic import match_claim, styles_claim
-from harness.regions.results import ROOT, link
-from harness.regions.speed import speed_claim
+from harness.regions.dagger import dagger_claim, distill_results
+from harness.regions.figures import MEDIAN_PAIRED, seeds, steps, tally, verdict
+from harness.regions.learning import PRESET, comparisons, recommended_claim, zoo_claim
+from harness.regions.multi_critic import match_claim, styles_campaign, styles_claim
+from harness.regions.results import ROOT, campaigns_of, link, report
+from harness.regions.speed import exactness_claim, speed_claim, speed_results
+
+BENCHMARKS_PAGE = ROOT / "docs" / "guide" / "benchmarks.md"
+
+
+def words_header(page: Path) -> str:
+    """The verdict column's heading: its words linked to the glossary that defines them."""
+    return f"verdict ([ahead / level / behind]({link(page, BENCHMARKS_PAGE, 'glossary')}): 95% intervals apart or not)"
 
 
 def render_headline(page: Path) -> str:
-    """One row per claim, each with a plain verdict and a link to its evidence."""
-    guide = ROOT / "docs" / "guide" / "benchmarks.md"
+    """One row per claim, each verdict answering its own claim in words, with a link to its evidence."""
 
     def row(claim: str, result: str, anchor: str) -> str:
-        return f"| {claim} | {result} | [evidence]({link(page, guide, anchor)}) |"
+        return f"| {claim} | {result} ([evidence]({link(page, BENCHMARKS_PAGE, anchor)})) |"
 
-    lines = ["| claim | verdict | |", "| --- | --- | --- |"]
-    if found := comparisons("defaults", DEFAULTS_OPTION):
-        final = said(tally(found, "final"), len(found))
-        lines.append(row("XPPO's defaults are PPO's, bit for bit", f"the screen's best option ended {final}", "is-xppo-ppo"))
+    lines = [f"| claim | {words_header(page)} |", "| --- | --- |"]
+    if (claim := exactness_claim()) is not None:
+        lines.append(row("With PPO's options, XPPO trains PPO's model bit for bit", claim, "is-xppo-ppo"))
     if (claim := speed_claim()) is not None:
-        lines.append(row("`learn()` faster than PPO's, PPO's options", claim, "is-it-faster"))
+        lines.append(row("With PPO's options, `learn()` is faster than PPO's", claim, "is-it-faster"))
     if (claim := recommended_claim()) is not None:
-        lines.append(row("`xppo_recommended` against PPO, PPO's hyperparameters", claim, "what-does-xppo_recommended-buy"))
-    if (claim := zoo_claim()) is not None:
-        lines.append(row("XPPO's tuned LunarLander entries (tuning)", claim, "is-it-faster"))
-    if (styles := styles_claim()) is not None:
         lines.append(
-            row(
-                'multi-critic "balanced", two styles 100x apart',
-                f"{styles[0]} against one critic's {styles[1]}",
-                "does-multi-critic-help",
-            )
+            row("`xppo_recommended` learns sooner than PPO, PPO's hyperparameters", claim, "what-does-xppo_recommended-buy")
         )
+    if (claim := zoo_claim()) is not None:
+        lines.append(row("XPPO's tuned LunarLander entries reach 200 sooner (tuning)", claim, "is-it-faster"))
+    if (claim := styles_claim()) is not None:
+        lines.append(row('multi-critic "balanced" beats one critic on two styles 100x apart', claim, "does-multi-critic-help"))
     match = match_claim() or "rerun pending on the faithful env"
-    lines.append(row('multi-critic "scalarize", LunarLander-v3\'s reward', match, "does-multi-critic-help"))
+    lines.append(
+        row('multi-critic "scalarize" matches one critic on LunarLander-v3\'s reward', match, "does-multi-critic-help")
+    )
     if (claim := dagger_claim()) is not None:
-        lines.append(row("DAgger student against PPO from scratch", claim, "how-much-does-dagger-save"))
+        lines.append(row("A DAgger student needs fewer env steps than PPO from scratch", claim, "how-much-does-dagger-save"))
     return "\n".join(lines)
+
+
+#: The zoo config's entries that are not rl-zoo3's PPO entry, in words (``zoo_configs/xppo.yml`` says why)
+ZOO_OWN_ENTRIES = (
+    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO, the multi-critic "
+    "`mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
+)
 
 
 def render_decision(page: Path) -> str:
     """Which setup to use: XPPO's defaults, ``xppo_recommended``, the tuned zoo entries, the multi-critic modes."""
-    bench = ROOT / "docs" / "guide" / "benchmarks.md"
 
     def row(use: str, when: str, evidence: str | None, anchor: str) -> str:
-        return f"| {use} | {when} | {evidence or 'pending'} ([evidence]({link(page, bench, anchor)})) |"
+        return f"| {use} | {when} | {evidence or 'pending'} ([evidence]({link(page, BENCHMARKS_PAGE, anchor)})) |"
 
-    styles = styles_claim()
     return "\n".join(
         [
             "| use | when | evidence |",
             "| --- | --- | --- |",
-            row(
-                '`XPPO("MlpPolicy", env)`',
-                "you want PPO exactly, faster",
-                "no loss option beat PPO on every env",
-                "is-xppo-ppo",
-            ),
+            row('`XPPO("MlpPolicy", env)`', "you want PPO's results, in less time", speed_claim(), "is-it-faster"),
             row(
                 "`xppo_recommended(env)`",
-                "your own or rl-zoo3's PPO hyperparameters",
+                "your own or rl-zoo3's PPO hyperparameters, learning sooner",
                 recommended_claim(),
                 "what-does-xppo_recommended-buy",
             ),
             row(
                 "`zoo_configs/xppo.yml` (`python -m sb3_xppo.train`)",
-                "the LunarLanders, where env steps cost more than compute (other entries: rl-zoo3's PPO ones)",
+                f"the LunarLanders, where env steps cost more than compute (its own entries: {ZOO_OWN_ENTRIES}; the "
+                "others are rl-zoo3's PPO ones)",
                 zoo_claim(),
                 "is-it-faster",
             ),
@@ -84,15 +88,73 @@ def render_decision(page: Path) -> str:
             row(
                 '"balanced" (`normalize_groups=True`, the default)',
                 "the groups are separate tasks or styles, their scales arbitrary",
-                f"{styles[0]} against one critic's {styles[1]}" if styles else None,
+                styles_claim(),
                 "does-multi-critic-help",
             ),
         ]
     )
 
 
+def threshold(env_id: str) -> float:
+    """The return threshold of an env in the confirmation's reports (200 on the LunarLanders)."""
+    return next(
+        data["summary"][env_id]["threshold"] for data in campaigns_of("recommended").values() if env_id in data["summary"]
+    )
+
+
+def render_front(page: Path) -> str:
+    """The README's first screen: what a user gets, one measured number each, with its evidence."""
+    bench = BENCHMARKS_PAGE
+    items = []
+    speed = speed_results()
+    if speed is not None and speed["results"]:
+        first = speed["results"][0]
+        items.append(
+            f'- **PPO, in less time.** `XPPO("MlpPolicy", env)` trains SB3 PPO\'s model bit for bit, at '
+            f"{first['ratio_paired']:.2f}x PPO's env-steps/s on {first['env']} ({MEDIAN_PAIRED}) "
+            f"([evidence]({link(page, bench, 'is-it-faster')}))."
+        )
+    found = comparisons("recommended", PRESET)
+    if found:
+        curve = tally(found, "curve")
+        # the env where the preset's head start is largest, among those where its curve is ahead
+        reached = [
+            f
+            for f in found
+            if f[0] in curve["ahead"] and f[2]["median_steps_to_threshold"] and f[3]["median_steps_to_threshold"]
+        ]
+        env_id, _, row, base = max(
+            reached or found, key=lambda f: (f[3]["median_steps_to_threshold"] or 0) / (f[2]["median_steps_to_threshold"] or 1)
+        )
+        items.append(
+            f"- **Learns sooner, one keyword.** `xppo_recommended(env)` (value normalization) reached "
+            f"{threshold(env_id):g} on {env_id} after {steps(row, False)} env steps, PPO after {steps(base, False)} "
+            "(medians, seeds "
+            f"{seeds(row['seeds'])}); learning curve ahead of PPO's on {len(curve['ahead'])} of {len(found)} envs, "
+            f"level on the others ([evidence]({link(page, bench, 'what-does-xppo_recommended-buy')}))."
+        )
+    if (campaign := styles_campaign()) is not None:
+        env_summary = next(iter(report(campaign)["summary"].values()))
+        rows = env_summary["contenders"]
+        row, base = rows["mc-balanced-shared"], rows["single"]
+        items.append(
+            f'- **One critic per reward group.** On two reward styles 100x apart, "balanced" multi-critic reached '
+            f"{env_summary['threshold']:g} on {row['reached']} of {len(row['seeds'])} seeds, one critic on "
+            f"{base['reached']} of {len(base['seeds'])} (final scores {verdict(row, base, 'final')} at "
+            f"{len(row['seeds'])} seeds) ([evidence]({link(page, bench, 'does-multi-critic-help')}))."
+        )
+    distill = distill_results()
+    if distill is not None:
+        items.append(
+            f"- **Distillation.** A DAgger student reached 95% of its teacher's return in {distill['ratio']:.0f}x fewer "
+            f"env steps than PPO from scratch ([evidence]({link(page, bench, 'how-much-does-dagger-save')}))."
+        )
+    return "\n".join(items)
+
+
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
+    "front": render_front,
     "headline": render_headline,
     "decision": render_decision,
 }
