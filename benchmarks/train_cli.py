@@ -67,9 +67,10 @@ def run_command(name: str, env_id: str, steps: int, seed: int, log_folder: str) 
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds, cpu_seconds = time.perf_counter() - start, child_cpu_seconds() - cpu
     model = os.path.join(log_folder, algo, f"{env_id}_1", f"{env_id}.zip")
+    shown = " ".join(["python -m", module, *command[3:-2]]).replace(PPO_CONFIG, "<rl_zoo3>/hyperparams/ppo.yml")
     return dict(
         name=name,
-        command=" ".join(["python -m", module, *command[3:-2]]),
+        command=shown,
         seconds=seconds,
         cpu_seconds=cpu_seconds,
         model=model,
