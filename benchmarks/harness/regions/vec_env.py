@@ -122,7 +122,8 @@ def train_cli_target_lines() -> list[str]:
         return []
     verdict = "met" if data["target_met"] else "missed"
     return [
-        f"- The whole training command, `python -m sb3_xppo.train` against rl-zoo3's: the target, {data['target']:g}x rl-zoo3's PPO on {data['env']} "
+        "- The whole training command, `python -m sb3_xppo.train` against rl-zoo3's: the target, "
+        f"{data['target']:g}x rl-zoo3's PPO on {data['env']} "
         f"(`benchmarks/train_cli.py`), is {verdict}: {data['ratio_paired']:.2f}x median paired. rl-zoo3 makes its envs "
         "from a function (`create_envs`), which SB3 calls without a render mode, so rl-zoo3's PPO never paid for "
         "LunarLander's particles: the gain there is the algorithm's alone (the `LunarLander-v3` row of `speed.json`, "
