@@ -193,7 +193,9 @@ def test_checkpoint_saved_before_the_relayout_loads_and_trains():
     assert (model.options.actor_loss, model.options.value_loss, model.normalize_advantage) == ("spo", "improved", "rollout")
     assert model.clip_range(1.0) == (0.3, 0.25)
     obs = np.linspace(-1, 1, 5, dtype=np.float32)[:, None]
-    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], np.load(DATA / "xppo_v0_clip_pair_actions.npy"))
+    # the actions recorded when it was saved, to float rounding: another CPU's matmul kernels may round the last bit apart
+    recorded = np.load(DATA / "xppo_v0_clip_pair_actions.npy")
+    np.testing.assert_allclose(model.predict(obs, deterministic=True)[0], recorded, rtol=1e-6, atol=1e-8)
     model.learn(32)
 
 

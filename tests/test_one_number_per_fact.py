@@ -15,6 +15,8 @@ PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if
 ENV = re.compile(r"(?P<env>(?:sb3_xppo/)?[A-Z][A-Za-z]+-v\d)(?P<n> x\d+)?")
 RATIO = re.compile(r"(?<![\w.])(?P<ratio>\d+\.\d\d)x")
 BACKEND = re.compile(r"\b(lean|envpool|subproc|ray|dummy)\b")
+#: A clause about the whole training command (``python -m sb3_xppo.train`` against rl-zoo3's) quotes a fact of its own
+WHOLE_COMMAND = re.compile(r"\bwhole (training )?command\b")
 #: A unit of text quotes a speed fact only under one of these labels
 LABELS = ("median paired", "env-steps/s")
 #: A ratio right after one of these words is another figure of the same fact (the best run, CPU time) or a target
@@ -23,8 +25,10 @@ OTHER_FIGURES = re.compile(r"(best|CPU time|CPU|at least|at most|target)[;:,]?\s
 NAMED_AFTER = re.compile(r"\s+(?:\S+\s+){0,3}?(?:on|for)\s+$")
 
 
-def key(env: re.Match[str], context: str) -> tuple[str, str]:
-    """The fact an env mention names: the env (``xN`` kept) and the backend its context names."""
+def key(env: re.Match[str], context: str, clause: str = "") -> tuple[str, str]:
+    """The fact an env mention names: the env (``xN`` kept) and the backend its context names (or the whole command)."""
+    if WHOLE_COMMAND.search(clause):
+        return env["env"] + (env["n"] or ""), "command"
     backend = BACKEND.search(context)
     name = env["env"] + (env["n"] or "")
     # an env-only throughput (``xN``) is the lean env's by definition
@@ -43,7 +47,7 @@ def prose_facts(text: str, backend_context: str = "") -> list[tuple[tuple[str, s
         named = after and NAMED_AFTER.match(text[ratio.end() : after[0].start()])
         env = after[0] if named else before[-1] if before else after[0] if after else None
         if env is not None:
-            found.append((key(env, backend_context or text[env.start() : env.end() + 24]), ratio["ratio"]))
+            found.append((key(env, backend_context or text[env.start() : env.end() + 24], text), ratio["ratio"]))
     return found
 
 
@@ -143,3 +147,21 @@ def test_two_values_for_one_fact_are_caught(tmp_path: Path) -> None:
     finally:
         scan.ROOT = original
     assert found == {("CartPole-v1", ""): {"1.35": ["one.md:1"], "1.23": ["other.md:3"]}}
+
+
+def test_the_whole_command_is_a_fact_of_its_own(tmp_path: Path) -> None:
+    """``learn()`` and the whole training command on one env are two facts; two values for the command still clash."""
+    learn, command, other = tmp_path / "learn.md", tmp_path / "command.md", tmp_path / "other.md"
+    learn.write_text("`learn()` is 1.25x PPO's env-steps/s on LunarLander-v3 (median paired).\n")
+    command.write_text("The whole command on LunarLander-v3: XPPO / PPO 1.16x median paired (best 1.16x).\n")
+    other.write_text("The whole training command on LunarLander-v3 is 1.20x rl-zoo3's (median paired).\n")
+    import test_one_number_per_fact as scan
+
+    original = scan.ROOT
+    scan.ROOT = tmp_path
+    try:
+        assert conflicts([learn, command]) == {}
+        found = conflicts([learn, command, other])
+    finally:
+        scan.ROOT = original
+    assert found == {("LunarLander-v3", "command"): {"1.16": ["command.md:1"], "1.20": ["other.md:1"]}}

@@ -32,6 +32,7 @@ from optuna.trial import TrialState
 from test_readme import shell_commands
 
 from sb3_xppo import zoo
+from sb3_xppo.zoo import storage as zoo_storage
 
 README_STORAGE = "postgresql+psycopg2://USER:PASSWORD@DB_HOST:5432/optuna"
 DB_USER, DB_PASSWORD = "xppo", "xppo-test-password"
@@ -212,11 +213,12 @@ def test_optimize_prepares_the_storage_before_the_search(tmp_path: Path, monkeyp
         prepared.append(storage)
         raise SearchStarted
 
-    monkeypatch.setattr(zoo, "prepare_storage", prepare_storage)
+    monkeypatch.setattr(zoo_storage, "prepare_storage", prepare_storage)
     monkeypatch.chdir(tmp_path)
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    with pytest.raises(SearchStarted):
-        train_main(["--env", "CartPole-v1", "-optimize", "--storage", storage, "--study-name", "s", "-n", "64"])
+    with pytest.raises(SearchStarted):  # one short trial at most, should the storage be prepared too late
+        argv = ["--env", "CartPole-v1", "-optimize", "--storage", storage, "--study-name", "s", "-n", "64", "--n-trials", "1"]
+        train_main(argv)
     assert prepared == [storage]
     assert ExperimentManager.hyperparameters_optimization is search  # rl-zoo3 is left as it was
 

@@ -121,7 +121,8 @@ def test_the_probe_catches_a_split_row_and_a_huge_figure(tmp_path: Path) -> None
     """Negative control: a row with a cell too many and a figure drawn 3x wider than shown are both found."""
     needs_browser()
     page = tmp_path / "bad.html"
-    png = ROOT / "benchmarks" / "results" / "speed.png"
+    png = ROOT / "benchmarks" / "results" / "single" / "speed.png"
+    assert png.is_file(), png
     page.write_text(
         '<html><body><div class="rst-content" style="width:400px">'
         '<table class="docutils"><thead><tr><th>a</th><th>b</th></tr></thead>'

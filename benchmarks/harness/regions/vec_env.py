@@ -102,9 +102,9 @@ def render_train_cli(page: Path) -> str:
             for runs in by.values()
         ),
         "",
-        f"{data['env']}, {data['steps']:,} steps, {data['reps']} repetitions: XPPO / PPO {data['ratio_best']:.2f}x best, "
-        f"{data['ratio_paired']:.2f}x median paired (CPU time {data['cpu_ratio_best']:.2f}x, "
-        f"{data['cpu_ratio_paired']:.2f}x); "
+        f"The whole command on {data['env']}, {data['steps']:,} steps, {data['reps']} repetitions: XPPO / PPO "
+        f"{data['ratio_paired']:.2f}x median paired (best {data['ratio_best']:.2f}x; CPU time: median paired "
+        f"{data['cpu_ratio_paired']:.2f}x, best {data['cpu_ratio_best']:.2f}x); "
         f"the final parameters {'are' if data['bit_exact'] else '**are not**'} PPO's bit for bit.",
     ]
     return "\n".join(lines)
