@@ -14,6 +14,11 @@ and ``--ray-envs-per-actor``) besides rl-zoo3's ``dummy`` and ``subproc``, and a
 with its ``vec_env`` key, which ``--vec-env`` overrides (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
 after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
 
+``--distributed`` trains one data-parallel model on the ranks PyTorch's launcher starts
+(``python -m torch.distributed.run --nproc-per-node 2 -m sb3_xppo.train --distributed ...``; the model's
+``distributed=True``): rank 0 evaluates, saves, logs and plots as a plain run, the other ranks only train. Not with
+``-optimize``.
+
 A training run shows a progress bar (rl-zoo3's ``-P``/``--progress`` is on by default); ``--no-progress`` turns it off,
 for logs that go to a file.
 """
@@ -21,7 +26,10 @@ for logs that go to a file.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from sb3_xppo import zoo
@@ -30,14 +38,51 @@ from sb3_xppo import zoo
 NO_PROGRESS = "--no-progress"
 
 
+#: The flag of a data-parallel run (``python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed``)
+DISTRIBUTED = "--distributed"
+
+
+def split_flag(args: Sequence[str], flag: str) -> tuple[bool, list[str]]:
+    """
+    :param args: the user's command-line arguments
+    :param flag: a flag of this wrapper's own (rl-zoo3 does not know it)
+    :return: whether ``flag`` is given, and the arguments without it
+    """
+    rest = [arg for arg in args if arg != flag]
+    return len(rest) < len(args), rest
+
+
 def split_progress_arg(args: Sequence[str]) -> tuple[bool, list[str]]:
     """
     :param args: the user's command-line arguments
     :return: whether to show rl-zoo3's progress bar (unless ``--no-progress`` is given) and the arguments without
         ``--no-progress``
     """
-    rest = [arg for arg in args if arg != NO_PROGRESS]
-    return len(rest) == len(args), rest
+    off, rest = split_flag(args, NO_PROGRESS)
+    return not off, rest
+
+
+def rank_args(known: argparse.Namespace) -> list[str]:
+    """
+    ``--distributed``: what a rank other than 0 adds to its arguments. Rank 0 evaluates, saves and logs as a plain
+    run; the others only train, their run folder a temporary one (removed at the end; the folder is the last argument).
+
+    :param known: the options this wrapper read
+    :return: the arguments, empty on rank 0
+    :raises ValueError: without the launcher's environment (the launch command shown), or with ``-optimize``
+    """
+    from sb3_xppo.common.distributed import check_launched
+
+    if known.optimize_hyperparameters:
+        raise ValueError(
+            "--distributed trains one model on several ranks; -optimize searches over many: run the search without "
+            "--distributed, then train its best entry with it"
+        )
+    check_launched()
+    if int(os.environ["RANK"]) == 0:
+        return []
+    folder = tempfile.mkdtemp(prefix=f"sb3_xppo_rank{os.environ['RANK']}_")
+    return ["--eval-freq", "-1", "--save-freq", "-1", "--verbose", "0", "-f", folder]
 
 
 def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
@@ -71,15 +116,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     progress, args = split_progress_arg(args)
+    distributed, args = split_flag(args, DISTRIBUTED)
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
-    if progress:
+    extra = rank_args(known) if distributed else []
+    if progress and not extra:
         defaults.append("--progress")
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
-    with zoo.zoo_session([*defaults, *args], vec_env=vec_env, ray_options=ray_options):
-        train()
-    if known.optimize_hyperparameters:
+    try:
+        with zoo.zoo_session([*defaults, *args, *extra], vec_env=vec_env, ray_options=ray_options, distributed=distributed):
+            train()
+    finally:
+        if extra:  # a rank other than 0: its run folder was a temporary one
+            shutil.rmtree(extra[-1], ignore_errors=True)
+    if known.optimize_hyperparameters or extra:
         return
     for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):
         path = zoo.plot_learning_curve(run_dir, known.env, algo=known.algo)

@@ -197,6 +197,28 @@ class CommandParsed(Exception):
     """Raised where a command would start its work: its arguments were all accepted."""
 
 
+#: PyTorch's launcher, whose command ends with the program each rank runs
+LAUNCHER = ["python", "-m", "torch.distributed.run"]
+
+
+def launched(words: list[str]) -> list[str]:
+    """
+    :param words: a command's words
+    :return: the command each rank runs where PyTorch's launcher starts it (``python -m torch.distributed.run
+        [launcher flags] -m sb3_xppo.train ...`` -> ``python -m sb3_xppo.train ...``; a script ``x.py ...`` ->
+        ``python x.py ...``), else the words as they are
+    """
+    if words[:3] != LAUNCHER:
+        return words
+    rest = words[3:]
+    for i, word in enumerate(rest):
+        if word == "-m":
+            return ["python", *rest[i:]]
+        if word.endswith(".py"):
+            return ["python", *rest[i:]]
+    raise AssertionError(f"a launcher command without a program: {' '.join(words)}")
+
+
 def parse_commands(commands: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     """
     Parse each ``python -m sb3_xppo...`` command with the command's own parser, stopping each where it would start
@@ -221,9 +243,12 @@ def parse_commands(commands: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(rl_zoo3.utils, "get_model_path", stop)
     parsed = 0
     for command in commands:
-        words = shlex.split(command)
+        words = launched(shlex.split(command))
         if words[:2] != ["python", "-m"] or not words[2].startswith("sb3_xppo"):
             continue
+        if "--distributed" in words:  # as the launcher starts rank 0
+            for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+                monkeypatch.setenv(name, value)
         if words[2] == "sb3_xppo.dagger_distill":
             distill_parse_args(words[3:])
         else:
@@ -244,7 +269,7 @@ def check_commands_name_what_exists(commands: list[str]) -> int:
     setup = (ROOT / "setup.py").read_text()
     named = 0
     for command in commands:
-        words = shlex.split(command)
+        words = launched(shlex.split(command))
         if words[:2] == ["python", "-m"] and words[2].startswith("sb3_xppo"):
             assert importlib.util.find_spec(words[2]) is not None, command
             named += 1

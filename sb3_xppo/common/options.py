@@ -22,6 +22,7 @@ import numpy as np
 import torch as th
 
 from sb3_xppo.common.adaptive_lr import check_adaptive_kl
+from sb3_xppo.common.distributed import check_launched
 from sb3_xppo.common.sequences import check_sequence_batching
 from sb3_xppo.functional.advantages import REDUCES
 
@@ -256,6 +257,25 @@ def check_fast_paths(fast_paths: Any, checked: Mapping[str, Any]) -> bool:
     return bool(fast_paths)
 
 
+def check_distributed(distributed: Any, checked: Mapping[str, Any]) -> bool:
+    if not isinstance(distributed, (bool, np.bool_)):
+        raise TypeError(f"distributed must be True or False, got {distributed!r}")
+    if distributed:
+        if checked["group_gradients"] is not None:
+            raise ValueError(
+                "distributed=True cannot be combined with group_gradients: PCGrad's projection needs each group's "
+                "gradient of the global minibatch, which the ranks' averaged gradient does not keep"
+            )
+        check_launched()
+    return bool(distributed)
+
+
+def check_distributed_timeout(distributed_timeout: Any, checked: Mapping[str, Any]) -> float:
+    if not is_number(distributed_timeout) or not distributed_timeout > 0:
+        raise ValueError(f"distributed_timeout must be a number of seconds > 0, got {distributed_timeout!r}")
+    return float(distributed_timeout)
+
+
 def option(default: Any, doc: str, check: OptionCheck) -> Any:
     """
     One XPPO option, a field of :class:`XPPOOptions`.
@@ -434,6 +454,25 @@ class XPPOOptions:
         "without argument validation where the inputs are known finite, the flat Adam step); False runs torch's "
         "and SB3's own paths everywhere. The results are the same bits either way.",
         check_fast_paths,
+    )
+
+    distributed: bool = option(
+        False,
+        "a data-parallel learner over ``torch.distributed``, one process per rank started by PyTorch's launcher "
+        "(``python -m torch.distributed.run --nproc-per-node 2 my_script.py``; gloo on CPU, NCCL with one GPU per "
+        "rank): each rank steps its own envs, seeded ``seed + rank * n_envs + i``, and every minibatch's gradients "
+        "are averaged over the ranks before clipping, as in the peers' data-parallel PPO (rsl_rl, rl_games); the "
+        "advantage normalization, ``target_kl``, ``adaptive_kl`` and the VecNormalize and PopArt statistics are "
+        "global. ``n_envs``, ``n_steps`` and ``batch_size`` are per rank; ``num_timesteps`` counts every rank's steps "
+        "(docs/guide/distributed.md). A saved model is a plain one",
+        check_distributed,
+    )
+
+    distributed_timeout: float = option(
+        300.0,
+        "seconds a rank of a distributed run waits for the others in one collective before it stops with a "
+        "``RankFailure`` naming the rank that died, hung or fell behind",
+        check_distributed_timeout,
     )
 
     @classmethod

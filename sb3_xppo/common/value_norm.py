@@ -104,9 +104,20 @@ class ValueNormalizer(nn.Module):
         :param returns: ``(N, G)`` returns of the rollout
         """
         returns = returns.reshape(-1, len(self.mean)).to(self.mean)
+        self.update_moments(returns.mean(dim=0), returns.var(dim=0, unbiased=False), float(len(returns)))
+
+    @th.no_grad()
+    def update_moments(self, batch_mean: th.Tensor, batch_var: th.Tensor, n: float) -> None:
+        """
+        :meth:`update` from the returns' moments (a data-parallel run's, over every rank: the same statistics as one
+        process that saw all the returns).
+
+        :param batch_mean: ``(G,)`` the returns' mean
+        :param batch_var: ``(G,)`` their population variance
+        :param n: how many returns
+        """
+        batch_mean, batch_var = batch_mean.to(self.mean), batch_var.to(self.mean)
         old_mean, old_std = self.mean.clone(), self.std
-        n = float(len(returns))
-        batch_mean, batch_var = returns.mean(dim=0), returns.var(dim=0, unbiased=False)
         total = self.count + n
         delta = batch_mean - self.mean
         self.var.copy_((self.var * self.count + batch_var * n + delta**2 * self.count * n / total) / total)

@@ -105,6 +105,8 @@ class XPPOCoreMixin(XPPOSetupMixin):
         clip_range_vf = None
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)
+        if self._data_parallel is not None:
+            self._data_parallel.merge_vec_normalize(self)
         if self.normalize_advantage == "rollout":
             self._normalize_rollout_advantages()
 
@@ -134,8 +136,13 @@ class XPPOCoreMixin(XPPOSetupMixin):
         normalizer = self.policy.value_net if isinstance(getattr(self.policy, "value_net", None), ValueNormalizer) else None
         try:
             if self.options.normalize_values:
-                # PopArt: the statistics take this rollout's returns, the head is rescaled to keep its values
-                self.policy.value_net.update(th.as_tensor(self.rollout_buffer.returns, device=self.device))
+                # PopArt: the statistics take this rollout's returns (every rank's), the head is rescaled to keep its values
+                returns = th.as_tensor(self.rollout_buffer.returns, device=self.device)
+                if self._data_parallel is None:
+                    self.policy.value_net.update(returns)
+                else:
+                    returns = returns.reshape(-1, len(self.policy.value_net.mean))
+                    self.policy.value_net.update_moments(*self._data_parallel.value_moments(returns))
             if normalizer is not None:
                 normalizer.fix_statistics()  # they stay put during the epochs: their std computed once
             with optimizer_step:
@@ -175,7 +182,10 @@ class XPPOCoreMixin(XPPOSetupMixin):
                 if self.target_kl is not None:
                     # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
                     log_ratio = terms.log_ratio
-                    approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, terms.valid).cpu().numpy()
+                    if self._data_parallel is None:
+                        approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, terms.valid).cpu().numpy()
+                    else:  # every rank stops at the same minibatch
+                        approx_kl_div = self._data_parallel.mean_kl((th.exp(log_ratio) - 1) - log_ratio, terms.valid)
                     if approx_kl_div > 1.5 * self.target_kl:
                         continue_training = False
                         if self.verbose >= 1:
@@ -221,7 +231,10 @@ class XPPOCoreMixin(XPPOSetupMixin):
         # Normalize advantage (with group_gradients the groups' terms, (batch, G))
         advantages = rollout_data.advantages
         if self.normalize_advantage == "minibatch":
-            advantages = minibatch_zscore(advantages, valid)
+            if self._data_parallel is None:
+                advantages = minibatch_zscore(advantages, valid)
+            else:  # the global minibatch's statistics
+                advantages = self._data_parallel.minibatch_zscore(advantages, valid)
 
         # Actor: the surrogate of options.actor_loss, averaged over the valid samples
         policy_loss, skipped, conflicts = losses.actor(log_prob, rollout_data.old_log_prob, advantages, valid)
@@ -252,7 +265,11 @@ class XPPOCoreMixin(XPPOSetupMixin):
             terms = th.as_tensor(self.rollout_buffer.group_terms)  # (n_steps, n_envs, G)
             normalized = zscore_group_terms(terms.reshape(-1, terms.shape[-1])).reshape(terms.shape)
             self.rollout_buffer.group_terms = normalized.numpy()
-        self.rollout_buffer.advantages = masked_zscore(th.as_tensor(self.rollout_buffer.advantages)).numpy()
+        advantages = th.as_tensor(self.rollout_buffer.advantages)
+        if self._data_parallel is None:
+            self.rollout_buffer.advantages = masked_zscore(advantages).numpy()
+        else:  # every rank's rollout
+            self.rollout_buffer.advantages = self._data_parallel.rollout_zscore(advantages).numpy()
 
     def _auxiliary_loss(self, rollout_data: Any) -> th.Tensor | None:
         """The sum of the auxiliary loss hooks' losses on this minibatch, None when there is none."""
@@ -281,6 +298,8 @@ class XPPOCoreMixin(XPPOSetupMixin):
         assert self.options.adaptive_kl is not None
         first = record.epochs.index(epoch)
         kl = mean_approx_kl(record.log_ratios[first:], record.valid[first:])
+        if self._data_parallel is not None:  # every rank takes the same learning rate
+            kl = self._data_parallel.average(kl, "averaging the epoch's approximate KL")
         optimizer = self.policy.optimizer
         lr = adapt_learning_rate(optimizer.param_groups[0]["lr"], kl, **self.options.adaptive_kl)
         update_learning_rate(optimizer, lr)
@@ -297,7 +316,10 @@ class XPPOCoreMixin(XPPOSetupMixin):
         groups = self.options.reward_groups
         per_part = groups is not None and len(groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
         parts = split_parameters(self.policy) if per_part or self._log_grad_norms() else None
-        return OptimizerStep(self.policy, self.max_grad_norm, parts, bool(per_part), fast=self.options.fast_paths)
+        average = None if self._data_parallel is None else self._data_parallel.group.average_gradients
+        return OptimizerStep(
+            self.policy, self.max_grad_norm, parts, bool(per_part), fast=self.options.fast_paths, average=average
+        )
 
     def _log_train_stats(
         self,

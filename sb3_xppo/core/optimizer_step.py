@@ -5,6 +5,7 @@ object per ``train()`` call, so that the train loop reads as PPO's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 import torch as th
@@ -38,6 +39,9 @@ class OptimizerStep:
         neither per-part clipping nor norm logging is on
     :param per_part: clip each part on its own (needs ``parts``)
     :param fast: use the flat Adam step where it is exact
+    :param average: a data-parallel run's gradient averaging over the ranks
+        (:meth:`~sb3_xppo.common.distributed.ProcessGroup.average_gradients`), called after the backward pass and
+        before the clipping; None in one process
     """
 
     def __init__(
@@ -47,11 +51,12 @@ class OptimizerStep:
         parts: dict[str, list[nn.Parameter]] | None = None,
         per_part: bool = False,
         fast: bool = True,
+        average: Callable[[list[nn.Parameter]], None] | None = None,
     ) -> None:
         if per_part and parts is None:
             raise ValueError("per-part gradient clipping needs the parts")
         self.policy, self.optimizer, self.max_grad_norm = policy, policy.optimizer, max_grad_norm  # type: ignore[union-attr]
-        self.parts, self.per_part, self.fast = parts, per_part, fast
+        self.parts, self.per_part, self.fast, self.average = parts, per_part, fast, average
         self.flat: FlatAdam | None = None
         self.part_indices: list[list[int]] | None = None
         #: each step's part norms before clipping (with ``parts``)
@@ -88,6 +93,8 @@ class OptimizerStep:
         else:
             params = [p for p in self.policy.parameters() if p.requires_grad]
             self.auxiliary_conflicts.append(backward_with_auxiliary(loss, auxiliary, params))
+        if self.average is not None:
+            self.average(list(self.policy.parameters()))
         norm = self._clip()
         if self.flat is None:
             self.optimizer.step()

@@ -36,6 +36,7 @@ from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.finite import VecNormalizeGuard, check_finite_observation, guarded_env, rollout_non_finite_error
 from sb3_xppo.common.options import XPPOOptions
+from sb3_xppo.core.data_parallel import DataParallel
 from sb3_xppo.core.fast_paths import all_finite, library_modules_only, parameters_finite, trusted_policy_calls
 from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.multi_critic.wrappers import GroupRewards
@@ -158,6 +159,8 @@ class XPPORolloutMixin:
 
     #: how this algorithm's rollout calls its policy
     policy_calls_class: ClassVar[type[PolicyCalls]] = PolicyCalls
+    #: ``distributed=True``: the collectives that keep the ranks one learner (runtime state, never saved)
+    _data_parallel: DataParallel | None = None
     # Set by the SB3 algorithm and the XPPO core (``options``: XPPO's options)
     options: XPPOOptions
     policy: Any
@@ -213,6 +216,14 @@ class XPPORolloutMixin:
         :param use_masking: MaskableXPPO: use the env's invalid-action masks
         :return: True if the rollout completed, False if a callback stopped it
         """
+        go_on = self._checked_collect(env, callback, rollout_buffer, n_rollout_steps, use_masking)
+        # a data-parallel run goes on only if every rank's rollout did (a callback's stop on one rank stops all)
+        return go_on if self._data_parallel is None else self._data_parallel.agree_to_go_on(go_on)
+
+    def _checked_collect(
+        self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, use_masking: bool
+    ) -> bool:
+        """The rollout, with ``check_finite``'s checks."""
         if not self.check_finite:
             return self._collect(env, callback, rollout_buffer, n_rollout_steps, use_masking)
         start = self.num_timesteps
@@ -257,6 +268,8 @@ class XPPORolloutMixin:
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
         fast = self._fast_policy_calls()
+        # num_timesteps counts every rank's steps (data-parallel: the ranks step alike)
+        step_timesteps = env.num_envs * (1 if self._data_parallel is None else self._data_parallel.world_size)
 
         callback.on_rollout_start()
 
@@ -289,7 +302,7 @@ class XPPORolloutMixin:
             # Multi-critic: (n_envs, G) float32, checked, normalized as VecNormalize normalizes the scalar reward
             group_rewards, group_masks = (None, None) if group_reader is None else group_reader.read(infos)
 
-            self.num_timesteps += env.num_envs
+            self.num_timesteps += step_timesteps
 
             # Give access to local variables
             callback.update_locals(locals())

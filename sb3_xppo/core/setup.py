@@ -20,6 +20,7 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.env_util import is_wrapped
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.type_aliases import GymEnv, RolloutBufferSamples
 from stable_baselines3.common.vec_env import VecEnv
@@ -27,6 +28,7 @@ from stable_baselines3.common.vec_env.patch_gym import _patch_env
 from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.adaptive_lr import warn_if_schedule_ignored
+from sb3_xppo.common.distributed import ProcessGroup, rank_device
 from sb3_xppo.common.options import (
     XPPOOptions,
     check_clip_range,
@@ -39,6 +41,7 @@ from sb3_xppo.common.options import (
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
+from sb3_xppo.core.data_parallel import DataParallel
 from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.core.rollout import XPPORolloutMixin
 from sb3_xppo.multi_critic.policies import MULTI_CRITIC_POLICIES, MultiCriticPolicyMixin
@@ -49,7 +52,7 @@ LossHook = Callable[[Any, RolloutBufferSamples, th.Tensor], th.Tensor]
 #: ``hook(model, rollout_data) -> loss or None``: an auxiliary loss whose gradient is projected off the RL loss's (PCGrad)
 AuxiliaryLossHook = Callable[[Any, RolloutBufferSamples], "th.Tensor | None"]
 #: runtime state: never saved with the model nor pickled
-RUNTIME_STATE = ("_loss_hooks", "_auxiliary_loss_hooks", "_action_hooks", "_learn_hooks", "_checked_options")
+RUNTIME_STATE = ("_loss_hooks", "_auxiliary_loss_hooks", "_action_hooks", "_learn_hooks", "_checked_options", "_data_parallel")
 
 
 def parent_algorithm(cls: type) -> type:
@@ -139,6 +142,8 @@ class XPPOSetupMixin(XPPORolloutMixin):
         given = self.options_class.from_keywords(options, kwargs)
         check_parent_keywords(type(self).__name__, parent, kwargs, self.options_class)
         checked = given.checked(ppo["clip_range"], ppo["clip_range_vf"])
+        if checked.distributed:  # one GPU per rank (cuda:LOCAL_RANK) where CUDA is asked for without an index
+            kwargs["device"] = rank_device(kwargs.get("device", "auto"))
         if isinstance(env, str):
             # An env id is made without a render mode, where SB3's maybe_make_env asks for "rgb_array": the same
             # numbers, faster steps (docs/guide/vec_env.md, Render modes); render() then asks for an env built with one
@@ -163,6 +168,8 @@ class XPPOSetupMixin(XPPORolloutMixin):
 
     def _setup_model(self) -> None:
         self._setup_options()
+        if self.options.distributed:
+            self._join_data_parallel()
         if self.options.reward_groups is not None:
             self._setup_multi_critic()
         if self.rollout_buffer_class is None and self.xppo_buffer_classes is not None:
@@ -186,6 +193,19 @@ class XPPOSetupMixin(XPPORolloutMixin):
             # a policy of the user's own: its linear head, one output per critic
             n_outputs = len(self.options.reward_groups) if self.options.reward_groups is not None else 1
             self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs)
+        if self._data_parallel is not None:
+            self._data_parallel.check_agreement(self)
+
+    def _join_data_parallel(self) -> None:
+        """
+        ``distributed=True``: join the launcher's process group (:mod:`sb3_xppo.core.data_parallel`) and seed this
+        rank's envs ``seed + rank * n_envs + i`` (SB3 seeds env ``i`` of a VecEnv ``seed + i``), before the parent
+        seeds anything.
+        """
+        if self._data_parallel is None:
+            self._data_parallel = DataParallel(ProcessGroup.join(self.options.distributed_timeout, self.device))
+            if self.seed is not None:
+                self.seed += self._data_parallel.rank * self.n_envs
 
     def _setup_options(self) -> None:
         """
@@ -319,11 +339,36 @@ class XPPOSetupMixin(XPPORolloutMixin):
         """
         if len(args) < 3:  # (callback, log_interval, tb_log_name)
             kwargs.setdefault("tb_log_name", type(self).__name__)
+        if self._data_parallel is not None:
+            self._data_parallel.start_learn(self)
+            kwargs["callback"] = self._data_parallel.progress_bars(kwargs.get("callback"), kwargs.pop("progress_bar", False))
         try:
             return super().learn(total_timesteps, *args, **kwargs)  # type: ignore[misc]
         finally:
             while self._learn_hooks:
                 self._learn_hooks.pop().remove()
+
+    def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
+        # A data-parallel run logs on rank 0 only (its logger as SB3 configures it); the other ranks' loggers write
+        # nothing
+        result = super()._setup_learn(*args, **kwargs)  # type: ignore[misc]
+        if self._data_parallel is not None and self._data_parallel.rank != 0:
+            self._logger = Logger(folder=None, output_formats=[])
+        return result
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """
+        The parent's ``save()``. A data-parallel model is saved as a plain one (``distributed=False``): it loads and
+        runs in one process; ``load(path, distributed=True)`` under the launcher trains it on ranks again.
+        """
+        if not self.options.distributed:
+            return super().save(*args, **kwargs)  # type: ignore[misc]
+        options, checked = self.options, self._checked_options
+        self.options = self._checked_options = dataclasses.replace(options, distributed=False)
+        try:
+            super().save(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            self.options, self._checked_options = options, checked
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), *RUNTIME_STATE]  # type: ignore[misc]
@@ -332,5 +377,5 @@ class XPPOSetupMixin(XPPORolloutMixin):
         # Loss and action hooks are runtime state (usually closures over a callback): never pickled
         state = self.__dict__.copy()
         state["_loss_hooks"], state["_action_hooks"], state["_learn_hooks"] = OrderedDict(), OrderedDict(), []
-        state["_auxiliary_loss_hooks"] = OrderedDict()
+        state["_auxiliary_loss_hooks"], state["_data_parallel"] = OrderedDict(), None
         return state

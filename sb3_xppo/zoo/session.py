@@ -13,7 +13,7 @@ A session changes:
   calls it, rl-zoo3's ``create_test_env``, and ``predict`` of ``MaskablePPO`` and ``MaskableRecurrentXPPO``;
 - when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams`` (the VecEnv,
   :mod:`sb3_xppo.zoo.vec_envs`) and ``hyperparameters_optimization`` (optuna's tables created first,
-  :mod:`sb3_xppo.zoo.storage`).
+  :mod:`sb3_xppo.zoo.storage`); with ``--distributed``, ``_preprocess_hyperparams`` again (``distributed=True``).
 
 Not thread-safe: the changes are to modules and classes, which every thread of the process sees. Run one session at
 a time, and nothing else that uses rl-zoo3 beside it.
@@ -154,6 +154,19 @@ def install_storage_tables(patches: Patches) -> None:
     )
 
 
+def install_distributed(patches: Patches) -> None:
+    """``--distributed``: every model rl-zoo3 builds from its entry is a data-parallel one (``distributed=True``)."""
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    preprocess = ExperimentManager._preprocess_hyperparams
+
+    def preprocess_distributed(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
+        # what is left of the entry after rl-zoo3's own keys goes to the model's constructor
+        return preprocess(manager, {**hyperparams, "distributed": True})
+
+    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_distributed)
+
+
 def install_argv(patches: Patches, args: Sequence[str]) -> None:
     """``sys.argv``: the program's name and ``args``, as rl-zoo3's command functions parse it."""
     patches.set(sys, "argv", [sys.argv[0] if sys.argv else "sb3_xppo", *args])
@@ -161,7 +174,11 @@ def install_argv(patches: Patches, args: Sequence[str]) -> None:
 
 @contextlib.contextmanager
 def zoo_session(
-    args: Sequence[str], training: bool = True, vec_env: str | None = None, ray_options: dict[str, Any] | None = None
+    args: Sequence[str],
+    training: bool = True,
+    vec_env: str | None = None,
+    ray_options: dict[str, Any] | None = None,
+    distributed: bool = False,
 ) -> Iterator[None]:
     """
     While the block runs, rl-zoo3's ``train`` (``training=True``) or ``enjoy`` and ``record_video`` run on ``args``
@@ -172,10 +189,11 @@ def zoo_session(
     :param training: also choose the VecEnv and create optuna's tables before a search
     :param vec_env: ``--vec-env``: one of :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`, or None (the entry's key, else lean)
     :param ray_options: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords of ``--vec-env ray``
+    :param distributed: ``--distributed``: the model is built with ``distributed=True`` (training only)
     :raises ValueError: for Ray options with another ``--vec-env``, before anything is changed
     """
-    if not training and (vec_env is not None or ray_options):
-        raise ValueError("zoo_session: vec_env and ray_options choose the VecEnv of training, not of enjoy")
+    if not training and (vec_env is not None or ray_options or distributed):
+        raise ValueError("zoo_session: vec_env, ray_options and distributed are options of training, not of enjoy")
 
     def session(patches: Patches) -> None:
         install_algorithms(patches)
@@ -183,6 +201,8 @@ def zoo_session(
         extra = install_vec_env(patches, vec_env, ray_options) if training else []
         if training:
             install_storage_tables(patches)
+        if distributed:
+            install_distributed(patches)
         install_argv(patches, [*args, *extra])
 
     with applied(session):

@@ -1,0 +1,208 @@
+"""
+What a data-parallel XPPO learner (``distributed=True``, docs/guide/distributed.md) does beyond one process: each rank
+collects its own rollout, and :class:`DataParallel` keeps the ranks one learner. The peers' recipe (rank 0's
+parameters broadcast at the start; every minibatch's gradients averaged before clipping; the KL averaged) plus what
+they leave per rank: the advantage normalization of the global minibatch (or rollout), ``target_kl``'s early stop on
+the global KL, VecNormalize's and PopArt's statistics merged at every update, a callback's stop agreed on, and ranks
+with different setups refused at the start. Every rank takes every collective in the same order: a skipped one
+would be a hang, and the process group's heartbeat names a rank that died or hung
+(:class:`~sb3_xppo.common.distributed.RankFailure`).
+
+With equal per-rank minibatches, one update equals one process's update on the union of the ranks' minibatches:
+the mean loss over the global minibatch has the mean of the ranks' gradients as its gradient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.callbacks import ProgressBarCallback
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.type_aliases import MaybeCallback
+
+from sb3_xppo.common.distributed import ProcessGroup, merge_running_stats, running_stats_vector, set_running_stats
+from sb3_xppo.functional.masked import EPS
+
+
+class DataParallel:
+    """
+    The collectives of one data-parallel model, in the order its ``learn()`` takes them.
+
+    :param group: the joined process group
+    """
+
+    def __init__(self, group: ProcessGroup) -> None:
+        self.group = group
+        #: each merged VecNormalize statistic as it was after the last merge (equal on every rank)
+        self._merged: dict[str, np.ndarray] = {}
+
+    @property
+    def rank(self) -> int:
+        return self.group.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.group.world_size
+
+    # --- at the start -----------------------------------------------------------------------------------------------
+
+    def check_agreement(self, model: Any) -> None:
+        """
+        Refuse ranks whose setups differ: the algorithm, the spaces, the options, the sizes and the parameter shapes
+        must be rank 0's (every rank raises the same ``ValueError``, naming the rank and what differs).
+        """
+        mine = setup_fingerprint(model)
+        every = self.group.all_gather_object(mine, "comparing the ranks' setups")
+        for rank, theirs in enumerate(every):
+            differs = [key for key in every[0] if theirs.get(key) != every[0][key]]
+            if differs:
+                shown = "; ".join(f"{key}: {theirs.get(key)!r} on rank {rank}, {every[0][key]!r} on rank 0" for key in differs)
+                raise ValueError(f"the ranks of a distributed run must be set up alike; rank {rank} differs: {shown}")
+
+    def start_learn(self, model: Any) -> None:
+        """Every rank starts ``learn()`` from rank 0's parameters and VecNormalize statistics."""
+        tensors = [*model.policy.parameters(), *model.policy.buffers()]
+        self.group.broadcast([t for t in tensors if t.dtype.is_floating_point], "taking rank 0's parameters")
+        for name, rms in vec_normalize_stats(model):
+            vector = th.as_tensor(running_stats_vector(rms))
+            self.group.broadcast([vector], f"taking rank 0's VecNormalize {name}")
+            set_running_stats(rms, vector.numpy())
+            self._merged[name] = vector.numpy().copy()
+
+    # --- each rollout and update -----------------------------------------------------------------------------------
+
+    def agree_to_go_on(self, go_on: bool) -> bool:
+        """:return: whether every rank's rollout went through (a callback's stop on one rank stops all)"""
+        return self.group.agree(go_on, "agreeing whether to go on after the rollout")
+
+    def merge_vec_normalize(self, model: Any) -> None:
+        """VecNormalize's running statistics become those of one process that saw every rank's steps."""
+        for name, rms in vec_normalize_stats(model):
+            last = self._merged.get(name, running_stats_vector(RunningMeanStd(shape=np.shape(rms.mean))))
+            self._merged[name] = merge_running_stats(rms, last, self.group, f"merging VecNormalize's {name}")
+
+    def global_moments(self, x: th.Tensor, valid: th.Tensor | None, what: str) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """
+        :param x: ``(batch, ...)`` this rank's values
+        :param valid: ``(batch,)`` which count, or None
+        :return: over every rank's valid values, per trailing index: the count, the mean and the population
+            variance (float64)
+        """
+        counted = (x if valid is None else x[valid]).double().reshape(-1, *x.shape[1:])
+        n = th.full(counted.shape[1:], float(len(counted)), dtype=th.float64, device=x.device)
+        sums = self.group.all_sum(th.stack([n, counted.sum(0), (counted**2).sum(0)]), what)
+        n = sums[0]
+        mean = sums[1] / n.clamp(min=1)
+        return n, mean, (sums[2] / n.clamp(min=1) - mean**2).clamp(min=0)
+
+    def minibatch_zscore(self, advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+        """``normalize_advantage='minibatch'`` over the global minibatch: PPO's z-score (unbiased std)."""
+        n, mean, var = self.global_moments(advantages, valid, "normalizing the minibatch's advantages")
+        if n <= 1:
+            return advantages
+        std = (var * n / (n - 1)).sqrt()
+        return (advantages - mean.to(advantages.dtype)) / (std.to(advantages.dtype) + 1e-8)
+
+    def rollout_zscore(self, advantages: th.Tensor) -> th.Tensor:
+        """``normalize_advantage='rollout'`` over every rank's rollout: population variance, ``eps`` as one process."""
+        _, mean, var = self.global_moments(advantages.reshape(-1), None, "normalizing the rollout's advantages")
+        return (advantages - mean.to(advantages.dtype)) * th.rsqrt(var.to(advantages.dtype) + EPS)
+
+    def mean_kl(self, kl: th.Tensor, valid: th.Tensor | None) -> float:
+        """:return: the mean approximate KL over every rank's valid samples of this minibatch (``target_kl``)"""
+        _, mean, _ = self.global_moments(kl, valid, "averaging the approximate KL")
+        return float(mean)
+
+    def average(self, value: float, what: str) -> float:
+        """:return: the mean over the ranks of one number per rank (e.g. each rank's epoch KL, equal minibatch counts)"""
+        return (
+            float(self.group.all_sum(th.tensor([value], dtype=th.float64, device=self.group._device()), what))
+            / self.world_size
+        )
+
+    def value_moments(self, returns: th.Tensor) -> tuple[th.Tensor, th.Tensor, float]:
+        """:return: PopArt's ``(mean, var, count)`` of every rank's returns, ``(N, G)`` per output"""
+        n, mean, var = self.global_moments(returns, None, "merging the value normalization's statistics")
+        return mean, var, float(n.reshape(-1)[0])
+
+    def progress_bars(self, callback: MaybeCallback, progress_bar: bool) -> list[Any]:
+        """
+        ``learn()``'s callbacks with SB3's progress bar counting every rank's steps, on rank 0 only: a
+        ``progress_bar=True`` adds :class:`GlobalProgressBar` there; a ``ProgressBarCallback`` among the callbacks (as
+        rl-zoo3 adds, and keeps to close) counts every rank's steps there.
+        """
+        callbacks = [] if callback is None else list(callback) if isinstance(callback, list) else [callback]
+        if self.rank != 0:
+            return callbacks
+        for bar in callbacks:
+            if type(bar) is ProgressBarCallback:
+                bar._on_step = functools.partial(count_every_rank, bar, self.world_size)  # type: ignore[method-assign]
+        return [*callbacks, GlobalProgressBar(self.world_size)] if progress_bar else callbacks
+
+    def close(self) -> None:
+        self.group.close()
+
+
+class GlobalProgressBar(ProgressBarCallback):
+    """SB3's progress bar (``learn(progress_bar=True)``) of a data-parallel run: every rank's steps, shown on rank 0."""
+
+    def __init__(self, world_size: int) -> None:
+        super().__init__()
+        self.world_size = world_size
+
+    def _on_step(self) -> bool:
+        return count_every_rank(self, self.world_size)
+
+
+def count_every_rank(bar: ProgressBarCallback, world_size: int) -> bool:
+    """A progress bar's step: every rank's envs stepped once."""
+    bar.pbar.update(bar.training_env.num_envs * world_size)
+    return True
+
+
+def vec_normalize_stats(model: Any) -> list[tuple[str, RunningMeanStd]]:
+    """The running statistics a training VecNormalize keeps (``obs_rms`` per Dict key, ``ret_rms``), by name."""
+    vec = model.get_vec_normalize_env() if model.env is not None else None
+    if vec is None:
+        return []
+    stats: list[tuple[str, RunningMeanStd]] = []
+    if vec.norm_obs:
+        obs_rms = vec.obs_rms
+        stats += (
+            sorted((f"obs_rms[{key}]", rms) for key, rms in obs_rms.items())
+            if isinstance(obs_rms, dict)
+            else [("obs_rms", obs_rms)]
+        )
+    if vec.norm_reward:
+        stats.append(("ret_rms", vec.ret_rms))
+    return stats
+
+
+def setup_fingerprint(model: Any) -> dict[str, Any]:
+    """What must agree across the ranks: the algorithm, the spaces, the options, the sizes, the parameter shapes."""
+    options = {
+        f.name: _comparable(getattr(model.options, f.name))
+        for f in dataclasses.fields(model.options)
+        if f.name != "distributed_timeout"
+    }
+    return {
+        "algorithm": type(model).__name__,
+        "policy": type(model.policy).__name__,
+        "observation_space": repr(model.observation_space),
+        "action_space": repr(model.action_space),
+        "options": options,
+        "n_steps": model.n_steps,
+        "batch_size": model.batch_size,
+        "n_epochs": model.n_epochs,
+        "n_envs": model.n_envs,
+        "parameters": [(name, tuple(p.shape)) for name, p in model.policy.named_parameters()],
+    }
+
+
+def _comparable(value: Any) -> Any:
+    """An option's value as compared across ranks (a function by its qualified name, not its address)."""
+    return getattr(value, "__qualname__", repr(value)) if callable(value) else value
