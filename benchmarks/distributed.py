@@ -12,7 +12,10 @@ equal.
   - ``2 ranks``: ``python -m torch.distributed.run --standalone --nproc-per-node 2``, each rank 8 envs and a
     minibatch of 32: the same global rollout, the same global minibatch of 64, the same number of updates;
   - ``2 ranks, minibatch 64 per rank``: the global minibatch 128, half the updates (a different hyperparameter,
-    shown apart).
+    shown apart);
+  - ``one rank's share alone`` (and ``, minibatch 64``): one process doing one rank's part (8 envs, its minibatch,
+    half the steps) with nothing beside it and no collective: the bound 2 ranks reach if communication were free
+    and the two cores did not share anything. Its env-steps/s counts both ranks' steps.
 
 - **Timing**: ``learn()`` alone, wall time on rank 0 (startup and imports excluded), one torch thread per process;
   the contenders one after the other, their order rotated every repetition. Env-steps/s counts every rank's steps.
@@ -40,12 +43,16 @@ from typing import Any
 from harness.layout import single_file, write_result
 from harness.provenance import code_record
 
-#: contender -> (ranks, VecEnv, minibatch size per rank as a fraction of the entry's per ranks)
+#: contender -> how it runs: ``ranks`` processes (``split`` ways: each with the entry's envs / split, and its
+#: minibatch the entry's / split, or the entry's), on the VecEnv ``vec_env``; ``split`` > ``ranks``: one rank's share
+#: of the work alone (its envs, minibatch and steps), the bound a rank could reach if communication were free
 CONTENDERS: dict[str, dict[str, Any]] = {
-    "1 process": dict(ranks=1, vec_env="lean", batch_per_rank="global / ranks"),
-    "1 process, subproc": dict(ranks=1, vec_env="subproc", batch_per_rank="global / ranks"),
-    "2 ranks": dict(ranks=2, vec_env="lean", batch_per_rank="global / ranks"),
-    "2 ranks, minibatch 64 per rank": dict(ranks=2, vec_env="lean", batch_per_rank="entry's"),
+    "1 process": dict(ranks=1, split=1, vec_env="lean", batch_per_rank="global / ranks"),
+    "1 process, subproc": dict(ranks=1, split=1, vec_env="subproc", batch_per_rank="global / ranks"),
+    "2 ranks": dict(ranks=2, split=2, vec_env="lean", batch_per_rank="global / ranks"),
+    "one rank's share alone": dict(ranks=1, split=2, vec_env="lean", batch_per_rank="global / ranks"),
+    "2 ranks, minibatch 64 per rank": dict(ranks=2, split=2, vec_env="lean", batch_per_rank="entry's"),
+    "one rank's share alone, minibatch 64": dict(ranks=1, split=2, vec_env="lean", batch_per_rank="entry's"),
 }
 BASELINE = "1 process"
 TARGET = ("2 ranks", 1.6)
@@ -59,11 +66,12 @@ def worker(config: dict[str, Any]) -> None:
     from sb3_xppo import XPPO
 
     th.set_num_threads(1)
-    ranks, rank = config["ranks"], int(os.environ.get("RANK", 0))
+    ranks, split, rank = config["ranks"], config["split"], int(os.environ.get("RANK", 0))
+    steps = config["steps"] * ranks // split  # one rank's share alone: its part of the steps
     with tempfile.TemporaryDirectory() as folder:
         entry = zoo_setup(config["env"], config["seed"], config["steps"], folder)[4]
-        n_envs = entry["n_envs"] // ranks
-        batch_size = entry["batch_size"] // ranks if config["batch_per_rank"] == "global / ranks" else entry["batch_size"]
+        n_envs = entry["n_envs"] // split
+        batch_size = entry["batch_size"] // split if config["batch_per_rank"] == "global / ranks" else entry["batch_size"]
         overrides = {"n_envs": n_envs, "batch_size": batch_size}
         hyperparams, env, eval_env, _, _ = zoo_setup(
             config["env"], config["seed"], config["steps"], folder, overrides, vec_env=config["vec_env"]
@@ -71,7 +79,7 @@ def worker(config: dict[str, Any]) -> None:
         eval_env.close()
         model = XPPO(env=env, seed=config["seed"], distributed=ranks > 1, **hyperparams)
         start = time.perf_counter()
-        model.learn(config["steps"])
+        model.learn(steps)
         seconds = time.perf_counter() - start
         env.close()
     if rank == 0:
@@ -96,7 +104,9 @@ def run_contender(name: str, env_id: str, steps: int, seed: int) -> dict[str, An
         subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
             record = json.load(f)
-    return dict(record, name=name, steps_per_second=record["num_timesteps"] / record["seconds"])
+    # env-steps/s of the whole job: one rank's share alone counts the steps of all the ranks it stands for
+    per_second = record["num_timesteps"] * spec["split"] / spec["ranks"] / record["seconds"]
+    return dict(record, name=name, steps_per_second=per_second)
 
 
 def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
@@ -114,12 +124,12 @@ def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
         rows.append(
             dict(
                 name=name,
-                **{k: CONTENDERS[name][k] for k in ("ranks", "vec_env")},
+                **{k: CONTENDERS[name][k] for k in ("ranks", "split", "vec_env")},
                 n_envs_per_rank=mine[0]["n_envs"],
                 batch_size_per_rank=mine[0]["batch_size"],
                 steps_per_second_best=max(r["steps_per_second"] for r in mine),
                 steps_per_second_median=statistics.median(r["steps_per_second"] for r in mine),
-                ratio_paired=statistics.median(base[r["rep"]]["seconds"] / r["seconds"] for r in mine),
+                ratio_paired=statistics.median(r["steps_per_second"] / base[r["rep"]]["steps_per_second"] for r in mine),
             )
         )
     target_name, target = TARGET

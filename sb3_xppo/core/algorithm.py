@@ -175,7 +175,11 @@ class XPPOCoreMixin(XPPOSetupMixin):
         # train for n_epochs epochs
         for epoch in range(self.n_epochs):
             # Do a complete pass on the rollout buffer
-            for rollout_data in self.rollout_buffer.get(self.batch_size):
+            minibatches = self.rollout_buffer.get(self.batch_size)
+            if self._data_parallel is not None and self.normalize_advantage == "minibatch":
+                # the global statistics of every minibatch of the epoch, in one collective
+                minibatches = self._data_parallel.with_advantage_moments(list(minibatches), self._valid_samples)
+            for rollout_data in minibatches:
                 loss, terms = self.minibatch_loss(rollout_data, losses)
                 record.add(epoch, terms)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,8 @@ class DataParallel:
         self.group = group
         #: each merged VecNormalize statistic as it was after the last merge (equal on every rank)
         self._merged: dict[str, np.ndarray] = {}
+        #: the global advantage statistics ``(count, mean, variance)`` of the minibatch being trained on
+        self._next_moments: tuple[th.Tensor, th.Tensor, th.Tensor] | None = None
 
     @property
     def rank(self) -> int:
@@ -99,9 +102,39 @@ class DataParallel:
         mean = sums[1] / n.clamp(min=1)
         return n, mean, (sums[2] / n.clamp(min=1) - mean**2).clamp(min=0)
 
+    def with_advantage_moments(
+        self, minibatches: list[Any], valid_samples: Callable[[Any], th.Tensor | None]
+    ) -> Iterator[Any]:
+        """
+        An epoch's minibatches, each yielded once :meth:`minibatch_zscore` holds its global advantage statistics: those
+        of every minibatch are all-reduced at once, before the first (one collective per epoch, not per minibatch).
+
+        :param minibatches: the epoch's minibatches, in order
+        :param valid_samples: which samples of a minibatch count (None: all)
+        """
+        local = []
+        for minibatch in minibatches:
+            advantages, valid = minibatch.advantages, valid_samples(minibatch)
+            counted = (advantages if valid is None else advantages[valid]).double()
+            local.append(th.stack([counted.new_tensor(float(len(counted))), counted.sum(), (counted**2).sum()]))
+        if not local:
+            return
+        sums = self.group.all_sum(th.stack(local), "normalizing the epoch's advantages")
+        for minibatch, (n, total, squares) in zip(minibatches, sums, strict=True):
+            mean = total / n.clamp(min=1)
+            self._next_moments = (n, mean, (squares / n.clamp(min=1) - mean**2).clamp(min=0))
+            yield minibatch
+        self._next_moments = None
+
     def minibatch_zscore(self, advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
-        """``normalize_advantage='minibatch'`` over the global minibatch: PPO's z-score (unbiased std)."""
-        n, mean, var = self.global_moments(advantages, valid, "normalizing the minibatch's advantages")
+        """
+        ``normalize_advantage='minibatch'`` over the global minibatch: PPO's z-score (unbiased std), from the statistics
+        :meth:`with_advantage_moments` gathered for this minibatch (else from a collective of its own).
+        """
+        if self._next_moments is not None:
+            n, mean, var = self._next_moments
+        else:
+            n, mean, var = self.global_moments(advantages, valid, "normalizing the minibatch's advantages")
         if n <= 1:
             return advantages
         std = (var * n / (n - 1)).sqrt()

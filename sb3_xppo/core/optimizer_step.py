@@ -57,6 +57,7 @@ class OptimizerStep:
             raise ValueError("per-part gradient clipping needs the parts")
         self.policy, self.optimizer, self.max_grad_norm = policy, policy.optimizer, max_grad_norm  # type: ignore[union-attr]
         self.parts, self.per_part, self.fast, self.average = parts, per_part, fast, average
+        self.params = list(policy.parameters())  # (those PPO clips the gradients of)
         self.flat: FlatAdam | None = None
         self.part_indices: list[list[int]] | None = None
         #: each step's part norms before clipping (with ``parts``)
@@ -66,7 +67,7 @@ class OptimizerStep:
 
     def __enter__(self) -> OptimizerStep:
         if self.fast:
-            self.flat = FlatAdam.open(self.optimizer, list(self.policy.parameters()))
+            self.flat = FlatAdam.open(self.optimizer, self.params)
         if self.flat is not None and self.per_part and self.parts is not None:
             self.part_indices = self.flat.part_indices(list(self.parts.values()))
         return self
@@ -94,7 +95,7 @@ class OptimizerStep:
             params = [p for p in self.policy.parameters() if p.requires_grad]
             self.auxiliary_conflicts.append(backward_with_auxiliary(loss, auxiliary, params))
         if self.average is not None:
-            self.average(list(self.policy.parameters()))
+            self.average(self.params)
         norm = self._clip()
         if self.flat is None:
             self.optimizer.step()
