@@ -36,6 +36,9 @@ SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 #: the override naming the training VecEnv (``@vec_env='envpool'``), one of ``sb3_xppo.zoo.VEC_ENV_CHOICES``; like
 #: every override, part of the cache key only when given
 VEC_ENV_OVERRIDE = "vec_env"
+#: the override that trains on that many ranks (``@ranks=2``, ``distributed=True``), each with the zoo entry's
+#: ``n_envs`` and ``batch_size`` divided by it: the global rollout and minibatch the entry's (docs/guide/distributed.md)
+RANKS_OVERRIDE = "ranks"
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ def parse_contender(name: str) -> Contender:
             contender.kwargs[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError) as error:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
+        if key == RANKS_OVERRIDE and (not isinstance(contender.kwargs[key], int) or contender.kwargs[key] < 1):
+            raise ValueError(f"bad override {override!r} in {name!r}: {key} is a number of processes >= 1")
         if key == VEC_ENV_OVERRIDE and contender.kwargs[key] not in VEC_ENV_CHOICES:
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is one of {VEC_ENV_CHOICES}")
         if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):

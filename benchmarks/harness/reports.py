@@ -28,6 +28,7 @@ KINDS = (
     "envpool-equivalence",
     "must-win",
     "sequence-batching",
+    "distributed",
 )
 
 

@@ -15,8 +15,11 @@ import glob
 import hashlib
 import json
 import os
+import pickle
 import platform
 import re
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -34,7 +37,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from harness.contenders import POLICY_OPTIONS, SCHEDULE_KEYS, VEC_ENV_OVERRIDE, ZOO_ENV_KEYS, Contender
+from harness.contenders import POLICY_OPTIONS, RANKS_OVERRIDE, SCHEDULE_KEYS, VEC_ENV_OVERRIDE, ZOO_ENV_KEYS, Contender
 from harness.layout import run_cache
 from harness.provenance import behaviour_fingerprint, code_record
 from harness.zoo import zoo_entry_of, zoo_setup
@@ -159,6 +162,12 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     to_entry = [k for k, v in kwargs.items() if k in ZOO_ENV_KEYS or (k in SCHEDULE_KEYS and isinstance(v, str))]
     entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
     vec_env = kwargs.pop(VEC_ENV_OVERRIDE, None)
+    ranks = kwargs.pop(RANKS_OVERRIDE, 1)
+    if ranks > 1:  # one rank's part: the entry's envs and minibatch divided; data-parallel where launched
+        entry = zoo_entry_of(task.contender.config, task.env_id)
+        entry_overrides["n_envs"] = entry_overrides.get("n_envs", entry.get("n_envs", 1)) // ranks
+        kwargs["batch_size"] = kwargs.get("batch_size", entry.get("batch_size", 64)) // ranks
+        kwargs["distributed"] = "RANK" in os.environ  # outside the launcher (the fingerprint): rank 0's model alone
     hyperparams, env, eval_env, zoo_callbacks, zoo_entry = zoo_setup(
         task.env_id, task.seed, task.budget, log_folder, entry_overrides, task.contender.config, vec_env
     )
@@ -211,12 +220,46 @@ def fingerprint(task: Task, build: Builder | None = None) -> str:
 
 
 def run_task(task: Task) -> dict[str, Any]:
-    """Train one contender on one env and seed; evaluate it along the way and at the end."""
+    """
+    Train one contender on one env and seed; evaluate it along the way and at the end. A contender with ``@ranks=N``
+    trains on ``N`` processes started by PyTorch's launcher (:func:`run_on_ranks`).
+    """
     th.set_num_threads(1)
     code, behaviour = code_record(), fingerprint(task)
+    ranks = task.contender.kwargs.get(RANKS_OVERRIDE, 1)
+    record = train_and_evaluate(task) if ranks == 1 else run_on_ranks(task, ranks)
+    return {**record, "code": code, "fingerprint": behaviour}
+
+
+def run_on_ranks(task: Task, ranks: int) -> dict[str, Any]:
+    """
+    ``task`` on ``ranks`` processes: ``python -m torch.distributed.run --standalone`` runs :mod:`harness.ranked` on
+    each, which trains its part (:func:`train_and_evaluate`); rank 0 evaluates and writes the record.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        task_file, out = os.path.join(folder, "task.pickle"), os.path.join(folder, "run.json")
+        with open(task_file, "wb") as f:
+            pickle.dump(task, f)
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
+        benchmarks = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([benchmarks, os.environ.get("PYTHONPATH", "")]),
+        }
+        done = subprocess.run([*launcher, "-m", "harness.ranked", task_file, out], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{task.contender.name} seed {task.seed} failed on {ranks} ranks:\n{done.stderr[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def train_and_evaluate(task: Task) -> dict[str, Any]:
+    """One run's training and evaluations (on a data-parallel run's every rank; rank 0 evaluates)."""
+    main = int(os.environ.get("RANK", 0)) == 0
     with tempfile.TemporaryDirectory() as log_folder:
         model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry = build_run(task, log_folder)
-        n_envs = env.num_envs
+        n_envs = env.num_envs * int(os.environ.get("WORLD_SIZE", 1))  # every rank's, as num_timesteps counts
         eval_every = max(task.budget // task.n_evals, 1)
         eval_callback = EvalCallback(
             eval_env,
@@ -231,12 +274,14 @@ def run_task(task: Task) -> dict[str, Any]:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            model.learn(task.budget, callback=[*zoo_callbacks, eval_callback, train_timer])
+            model.learn(task.budget, callback=[*zoo_callbacks, *([eval_callback] if main else []), train_timer])
         learn_s = time.perf_counter() - start
         sync_envs_normalization(model.get_env(), eval_env)
-        final_returns, _ = evaluate_policy(
-            model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
-        )
+        final_returns = [float("nan")]  # (a rank other than 0: no record)
+        if main:
+            final_returns, _ = evaluate_policy(
+                model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
+            )
         total_s = time.perf_counter() - start
         env.close()
         eval_env.close()
@@ -268,8 +313,6 @@ def run_task(task: Task) -> dict[str, Any]:
         total_seconds=total_s,
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
-        code=code,
-        fingerprint=behaviour,
     )
 
 

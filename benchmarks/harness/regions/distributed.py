@@ -1,6 +1,6 @@
 """
 The data-parallel learner's regions (docs/guide/distributed.md), from ``benchmarks/distributed.py``
-(``single/distributed.json``).
+(``single/distributed.json``) and the learning campaign of kind ``distributed`` (``benchmarks/learning.py``).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions.figures import MEDIAN_PAIRED
-from harness.regions.results import single
+from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, verdict
+from harness.regions.results import single, the_campaign
 
 
 def render_distributed_speed(page: Path) -> str:
@@ -35,6 +35,43 @@ def render_distributed_speed(page: Path) -> str:
     return "\n".join(lines)
 
 
+def render_distributed_learning(page: Path) -> str:
+    """
+    Final returns of XPPO on ranks against one process at the same global rollout and minibatch (the campaign of
+    kind ``distributed``): IQM over seeds with 95% intervals, and whether they overlap.
+    """
+    found = the_campaign("distributed")
+    if found is None:
+        return (
+            "Pending: `python benchmarks/learning.py --envs CartPole-v1 --contenders xppo,xppo@ranks=2 --seeds 0 1 2 3 4 "
+            "--name distributed_cartpole --kind distributed`."
+        )
+    name, data = found
+    lines = [
+        "| env | contender | seeds | final return IQM [95% interval] | steps to the threshold, median |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    verdicts = []
+    for env_id, summary in data["summary"].items():
+        rows = summary["contenders"]
+        one = next((rows[c] for c in rows if "ranks=" not in c), None)
+        for contender, row in rows.items():
+            ranks = contender.split("ranks=")[1].split("@")[0] if "ranks=" in contender else "1"
+            label = "one process" if ranks == "1" else f"{ranks} ranks"
+            lines.append(
+                f"| {env_id} | {label} (`{contender}`) | {seeds(row['seeds'])} | {interval(row, 'final')} | {steps(row)} |"
+            )
+            if one is not None and row is not one:
+                verdicts.append(verdict(row, one, "final"))
+    said_words = "overlap" if all(v == "level" for v in verdicts) else "are apart"
+    lines += [
+        "",
+        f"The 95% intervals of the ranks' and the one process's final returns {said_words} "
+        f"(`benchmarks/results/campaigns/{name}/`, curves in its `plot.png`).",
+    ]
+    return "\n".join(lines)
+
+
 def render_distributed_target(page: Path) -> str:
     """Whether the data-parallel learner's speed target is met (campaigns.md, with the other targets)."""
     data = single("distributed.json")
@@ -54,4 +91,5 @@ def render_distributed_target(page: Path) -> str:
 REGIONS: dict[str, Callable[[Path], str]] = {
     "distributed-speed": render_distributed_speed,
     "distributed-target": render_distributed_target,
+    "distributed-learning": render_distributed_learning,
 }

@@ -14,7 +14,8 @@ A campaign says what it is in its ``report.json``: ``kind`` (written by ``--kind
 - ``envpool-equivalence``: PPO trained on EnvPool's envs against gymnasium's;
 - ``must-win``: the multi-critic styles campaign;
 - ``sequence-batching``: the recurrent contenders with ``sequence_batching=True``, against the step-by-step runs of
-  the same seeds (``benchmarks/mask_memory.py --campaign``, ``benchmarks/learning.py``).
+  the same seeds (``benchmarks/mask_memory.py --campaign``, ``benchmarks/learning.py``);
+- ``distributed``: XPPO on ranks (``@ranks=N``, the global rollout and minibatch the entry's) against one process.
 """
 
 from __future__ import annotations

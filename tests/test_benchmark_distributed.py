@@ -1,0 +1,75 @@
+"""The data-parallel benchmarks: benchmarks/distributed.py end to end, a campaign contender on ranks (``@ranks=N``)
+and the regions of docs/guide/distributed.md."""
+
+import json
+import os
+import subprocess
+import sys
+
+import harness.contenders
+import harness.runs
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def test_the_ranks_override_is_parsed_and_checked():
+    assert harness.contenders.parse_contender("xppo@ranks=2").kwargs == {"ranks": 2}
+    for bad in ("xppo@ranks=0", "xppo@ranks=1.5", "xppo@ranks='2'"):
+        with pytest.raises(ValueError, match="ranks is a number of processes >= 1"):
+            harness.contenders.parse_contender(bad)
+
+
+def test_a_rank_takes_its_part_of_the_entry(tmp_path):
+    """Outside the launcher (the provenance fingerprint), ``@ranks=2`` builds rank 0's model alone."""
+    task = harness.runs.Task("CartPole-v1", 256, harness.contenders.parse_contender("xppo@ranks=2"), 0, 1, 1, 1, 0.2)
+    model, env, eval_env, _, _, entry = harness.runs.build_run(task, str(tmp_path))
+    assert (entry["n_envs"], entry["batch_size"]) == (8, 256)  # rl-zoo3's CartPole-v1 entry
+    assert env.num_envs == 4 and model.batch_size == 128 and model.options.distributed is False
+    env.close()
+    eval_env.close()
+
+
+@pytest.mark.slow
+def test_a_campaign_run_on_two_ranks(tmp_path):
+    """One run through the launcher: rank 0's record, with the evaluations at the global step counts."""
+    task = harness.runs.Task("CartPole-v1", 1024, harness.contenders.parse_contender("xppo@ranks=2"), 0, 2, 2, 2, 0.2)
+    run = harness.runs.run_task(task)
+    assert run["eval_steps"] == [512, 1024] and len(run["final_returns"]) == 2
+    assert run["fingerprint"] and run["code"]["versions"]
+
+
+@pytest.mark.slow
+def test_the_speed_benchmark_writes_every_contender(tmp_path):
+    out = tmp_path / "distributed.json"
+    command = [sys.executable, os.path.join(BENCHMARKS, "distributed.py"), "--env", "CartPole-v1", "--steps", "512"]
+    subprocess.run([*command, "--reps", "1", "--out", str(out)], check=True, capture_output=True, timeout=300)
+    data = json.loads(out.read_text())
+    names = [row["name"] for row in data["rows"]]
+    assert names[0] == "1 process" and "2 ranks" in names and "one rank's share alone" in names
+    rows = {row["name"]: row for row in data["rows"]}
+    assert rows["1 process"]["ratio_paired"] == 1.0
+    assert (rows["2 ranks"]["n_envs_per_rank"], rows["2 ranks"]["batch_size_per_rank"]) == (4, 128)
+    assert data["target"]["contender"] == "2 ranks" and set(data["code"]) == {"commit", "dirty", "versions"}
+
+
+def test_the_pages_render_the_speed_and_the_learning(tmp_path, monkeypatch):
+    from harness.regions import distributed, results
+
+    row = dict(name="2 ranks", ranks=2, split=2, vec_env="lean", n_envs_per_rank=8, batch_size_per_rank=32,
+               steps_per_second_best=5000.0, steps_per_second_median=4900.0, ratio_paired=0.7)  # fmt: skip
+    base = dict(row, name="1 process", ranks=1, split=1, n_envs_per_rank=16, batch_size_per_rank=64, ratio_paired=1.0)
+    data = dict(
+        env="LunarLander-v3",
+        steps=32768,
+        reps=3,
+        rows=[base, row],
+        target=dict(contender="2 ranks", against="1 process", ratio=1.6, met=False),
+    )
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "distributed.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    text = distributed.render_distributed_speed(tmp_path / "page.md")
+    assert "| 2 ranks | 8 x 32 | 4,900 (5,000) | 0.70x |" in text
+    assert "is **missed**: 0.70x median paired" in distributed.render_distributed_target(tmp_path / "page.md")
+    assert distributed.render_distributed_learning(tmp_path / "page.md").startswith("Pending")
