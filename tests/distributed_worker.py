@@ -69,6 +69,22 @@ class Recorded(XPPO):
         self.records.append(record)
 
 
+def contrib(config: dict[str, Any]) -> dict[str, Any]:
+    """MaskableXPPO or RecurrentXPPO on two ranks: their parameters after ``learn()``."""
+    from sb3_xppo import MaskableXPPO, RecurrentXPPO
+    from sb3_xppo.envs import GRID_MAZE_ID
+
+    if config["algo"] == "MaskableXPPO":
+        env, algo, policy = make_vec_env(GRID_MAZE_ID, N_ENVS, seed=0), MaskableXPPO, "MlpPolicy"
+    else:
+        import rl_zoo3.import_envs  # noqa: F401  (registers CartPoleNoVel-v1)
+
+        env, algo, policy = make_vec_env("CartPoleNoVel-v1", N_ENVS, seed=0), RecurrentXPPO, "MlpLstmPolicy"
+    model = algo(policy, env, n_steps=32, batch_size=16, n_epochs=2, seed=1, distributed=True, distributed_timeout=60.0)
+    model.learn(3 * 2 * N_ENVS * 32)
+    return {"after": {k: v.clone() for k, v in model.policy.state_dict().items()}, "num_timesteps": model.num_timesteps}
+
+
 def learn(config: dict[str, Any]) -> dict[str, Any]:
     env = make_vec_env(config.get("env", "CartPole-v1"), N_ENVS, seed=config.get("env_seed", 0))
     if config.get("vec_normalize"):
@@ -92,8 +108,8 @@ def learn(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("vec_normalize"):
         out["obs_rms"] = (env.obs_rms.mean, env.obs_rms.var, env.obs_rms.count)
         out["ret_rms"] = (env.ret_rms.mean, env.ret_rms.var, env.ret_rms.count)
-    if config.get("save") and int(os.environ["RANK"]) == 0:
-        model.save(config["save"])
+    if config.get("save"):  # on every rank: rank 0 writes
+        model.save(config["save"].format(rank=os.environ["RANK"]))
     return out
 
 
@@ -119,7 +135,7 @@ def merge_batches(rank: int, update: int, batches: int) -> list[np.ndarray]:
 def main() -> None:
     config = json.loads(sys.argv[1])
     th.set_num_threads(1)
-    result = merge_stats(config) if config["mode"] == "merge_stats" else learn(config)
+    result = {"merge_stats": merge_stats, "contrib": contrib, "learn": learn}[config["mode"]](config)
     th.save(result, config["out"].format(rank=os.environ["RANK"]))
     print("done", flush=True)
 

@@ -170,6 +170,14 @@ def test_multi_critic_and_a_loss_hook_run_unchanged_on_ranks(tmp_path: Path) -> 
     assert all(th.equal(after[0][k], v) for k, v in after[1].items())
 
 
+@pytest.mark.parametrize("algo", ["MaskableXPPO", "RecurrentXPPO"])
+def test_the_contrib_algorithms_train_on_ranks(tmp_path: Path, algo: str) -> None:
+    finish(launch({"mode": "contrib", "algo": algo}, tmp_path))
+    ranks = results(tmp_path)
+    assert ranks[0]["num_timesteps"] == ranks[1]["num_timesteps"] == 3 * 2 * N_ENVS * 32
+    assert all(th.equal(ranks[0]["after"][k], v) for k, v in ranks[1]["after"].items())
+
+
 def test_merged_statistics_equal_one_process_that_took_every_batch(tmp_path: Path) -> None:
     updates, batches = 3, 5
     finish(launch({"mode": "merge_stats", "updates": updates, "batches": batches}, tmp_path))
@@ -240,9 +248,9 @@ def test_pcgrad_is_refused_with_distributed() -> None:
 
 
 def test_a_distributed_model_saves_as_a_plain_one(tmp_path: Path) -> None:
-    path = tmp_path / "model.zip"
-    finish(launch({"mode": "learn", "steps": 256, "save": str(path)}, tmp_path))
-    model = XPPO.load(path)  # in this plain process
+    finish(launch({"mode": "learn", "steps": 256, "save": str(tmp_path / "model{rank}.zip")}, tmp_path))
+    assert not (tmp_path / "model1.zip").exists()  # only rank 0 writes
+    model = XPPO.load(tmp_path / "model0.zip")  # in this plain process
     assert model.options.distributed is False
     trained = results(tmp_path)[0]["records"][-1]["after"]
     assert all(th.equal(model.policy.state_dict()[k], v) for k, v in trained.items())

@@ -359,8 +359,12 @@ class XPPOSetupMixin(XPPORolloutMixin):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """
         The parent's ``save()``. A data-parallel model is saved as a plain one (``distributed=False``): it loads and
-        runs in one process; ``load(path, distributed=True)`` under the launcher trains it on ranks again.
+        runs in one process; ``load(path, distributed=True)`` under the launcher trains it on ranks again. Every rank
+        holds the same model, and only rank 0 writes it: on the other ranks ``save()`` writes nothing (so that a
+        ``CheckpointCallback`` on every rank never has two processes write one file).
         """
+        if self._data_parallel is not None and self._data_parallel.rank != 0:
+            return
         if not self.options.distributed:
             return super().save(*args, **kwargs)  # type: ignore[misc]
         options, checked = self.options, self._checked_options

@@ -27,11 +27,32 @@ def render_distributed_speed(page: Path) -> str:
             f"| {row['name']} | {row['n_envs_per_rank']} x {row['batch_size_per_rank']} | "
             f"{row['steps_per_second_median']:,.0f} ({row['steps_per_second_best']:,.0f}) | {row['ratio_paired']:.2f}x |"
         )
+    rows = {row["name"]: row for row in data["rows"]}
+    ranks, bound = rows.get("2 ranks"), rows.get("one rank's share alone")
+    wide, wide_bound = rows.get("2 ranks, minibatch 64 per rank"), rows.get("one rank's share alone, minibatch 64")
     lines += [
         "",
         f"`learn()` of {data['steps']:,} env steps, {data['reps']} repetitions, one torch thread per process, on a "
         "2-core machine.",
     ]
+    if ranks is not None and bound is not None:
+        faster = "faster" if ranks["ratio_paired"] > 1 else "slower"
+        lines += [
+            "",
+            f"**At this entry, on two CPU cores, 2 ranks are {faster} than one process: {ranks['ratio_paired']:.2f}x.** "
+            f"One rank's share of the work alone on the machine, with no collective, reaches {bound['ratio_paired']:.2f}x: "
+            "with the same updates every rank still takes all of the rollout's sequential optimizer steps, and on a CPU a "
+            "step on half the minibatch costs nearly as much, so only the rollout splits. The rest of the gap is the "
+            "all-reduce of the gradients that every minibatch waits for (gloo, two processes on two cores)."
+            + (
+                f" Twice the per-rank minibatch (half the updates: another hyperparameter) gives {wide['ratio_paired']:.2f}x, "
+                f"against a bound of {wide_bound['ratio_paired']:.2f}x."
+                if wide is not None and wide_bound is not None
+                else ""
+            )
+            + " It pays where a minibatch's compute outweighs a collective (larger networks and minibatches, one GPU per "
+            "rank with NCCL) or where the envs dominate and need more cores than one process's envs can use.",
+        ]
     return "\n".join(lines)
 
 
@@ -80,10 +101,18 @@ def render_distributed_target(page: Path) -> str:
     target = data["target"]
     reached = next(row["ratio_paired"] for row in data["rows"] if row["name"] == target["contender"])
     met = "met" if target["met"] else "**missed**"
+    bound = next((row["ratio_paired"] for row in data["rows"] if row["name"] == "one rank's share alone"), None)
+    why = (
+        f" One rank's share of the work alone, with no collective, reaches {bound:.2f}x: with the same updates the "
+        "sequential optimizer steps do not split, so the target lies beyond the bound on this machine "
+        "(docs/guide/distributed.md, Does it pay?)."
+        if bound is not None and bound < target["ratio"]
+        else ""
+    )
     return (
         f"- Data-parallel, `benchmarks/distributed.py` on {data['env']}: the target, {target['contender']} at "
         f"{target['ratio']}x {target['against']}'s env-steps/s (the global rollout and minibatch equal), is {met}: "
-        f"{reached:.2f}x {MEDIAN_PAIRED}."
+        f"{reached:.2f}x {MEDIAN_PAIRED}.{why}"
     )
 
 
