@@ -58,8 +58,8 @@ def render_distributed_speed(page: Path) -> str:
 
 def render_distributed_learning(page: Path) -> str:
     """
-    Final returns of XPPO on ranks against one process at the same global rollout and minibatch (the campaign of
-    kind ``distributed``): IQM over seeds with 95% intervals, and whether they overlap.
+    Final returns and learning curves of XPPO on ranks against one process at the same global rollout and minibatch
+    (the campaign of kind ``distributed``): IQM over seeds with 95% intervals, and whether they overlap.
     """
     found = the_campaign("distributed")
     if found is None:
@@ -69,10 +69,11 @@ def render_distributed_learning(page: Path) -> str:
         )
     name, data = found
     lines = [
-        "| env | contender | seeds | final return IQM [95% interval] | steps to the threshold, median |",
-        "| --- | --- | --- | --- | --- |",
+        "| env | contender | seeds | final return IQM [95% interval] | curve IQM [95% interval] | "
+        "steps to the threshold, median |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    verdicts = []
+    verdicts: dict[str, list[str]] = {"final": [], "curve": []}
     for env_id, summary in data["summary"].items():
         rows = summary["contenders"]
         one = next((rows[c] for c in rows if "ranks=" not in c), None)
@@ -80,14 +81,17 @@ def render_distributed_learning(page: Path) -> str:
             ranks = contender.split("ranks=")[1].split("@")[0] if "ranks=" in contender else "1"
             label = "one process" if ranks == "1" else f"{ranks} ranks"
             lines.append(
-                f"| {env_id} | {label} (`{contender}`) | {seeds(row['seeds'])} | {interval(row, 'final')} | {steps(row)} |"
+                f"| {env_id} | {label} (`{contender}`) | {seeds(row['seeds'])} | {interval(row, 'final')} | "
+                f"{interval(row, 'curve')} | {steps(row)} |"
             )
             if one is not None and row is not one:
-                verdicts.append(verdict(row, one, "final"))
-    said_words = "overlap" if all(v == "level" for v in verdicts) else "are apart"
+                for metric, found_verdicts in verdicts.items():
+                    found_verdicts.append(verdict(row, one, metric))
+    words = {metric: "overlap" if all(v == "level" for v in found) else "are apart" for metric, found in verdicts.items()}
     lines += [
         "",
-        f"The 95% intervals of the ranks' and the one process's final returns {said_words} "
+        f"The 95% intervals of the ranks' and the one process's final returns {words['final']}, and those of their "
+        f"learning curves (the mean of the evaluations along the run) {words['curve']} "
         f"(`benchmarks/results/campaigns/{name}/`, curves in its `plot.png`).",
     ]
     return "\n".join(lines)
