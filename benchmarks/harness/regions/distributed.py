@@ -64,8 +64,8 @@ def render_distributed_learning(page: Path) -> str:
     found = the_campaign("distributed")
     if found is None:
         return (
-            "Pending: `python benchmarks/learning.py --envs CartPole-v1 --contenders xppo,xppo@ranks=2 --seeds 0 1 2 3 4 "
-            "--name distributed_cartpole --kind distributed`."
+            "Pending: `python benchmarks/learning.py --envs LunarLander-v3 --contenders ppo,xppo@ranks=2 --seeds 0 1 2 3 4 "
+            "--name distributed_lunar_lander --kind distributed`."
         )
     name, data = found
     lines = [
@@ -79,7 +79,7 @@ def render_distributed_learning(page: Path) -> str:
         one = next((rows[c] for c in rows if "ranks=" not in c), None)
         for contender, row in rows.items():
             ranks = contender.split("ranks=")[1].split("@")[0] if "ranks=" in contender else "1"
-            label = "one process" if ranks == "1" else f"{ranks} ranks"
+            label = "one process" if ranks == "1" else f"{ranks} ranks"  # (ppo: XPPO's one process, bit for bit)
             lines.append(
                 f"| {env_id} | {label} (`{contender}`) | {seeds(row['seeds'])} | {interval(row, 'final')} | "
                 f"{interval(row, 'curve')} | {steps(row)} |"
