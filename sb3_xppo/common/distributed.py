@@ -125,7 +125,7 @@ class ProcessGroup:
         """Overwrite ``tensors`` with rank 0's, in place (one flat message)."""
         if not tensors:
             return
-        flat = th.cat([t.detach().reshape(-1) for t in tensors])
+        flat = th.cat([t.detach().reshape(-1) for t in tensors]).to(self._device())  # (NCCL sends CUDA tensors only)
         self._guarded(what, lambda: dist.broadcast(flat, 0))
         with th.no_grad():
             offset = 0
