@@ -102,8 +102,16 @@ def learn(config: dict[str, Any]) -> dict[str, Any]:
             return loss + 1e-3 * sum((p**2).sum() for p in model.policy.parameters())
 
         model.register_loss_hook(penalty)
+    callback = None
+    if config.get("dagger"):  # a teacher of the same spaces (an untrained PPO, the same on every rank)
+        from stable_baselines3 import PPO
+
+        from sb3_xppo.dagger_distill import DaggerCallback
+
+        teacher = PPO("MlpPolicy", make_vec_env("CartPole-v1", 1, seed=0), seed=0)
+        callback = DaggerCallback(teacher, pretrain_steps=config.get("pretrain_steps", 0))
     print("learning", flush=True)
-    model.learn(config["steps"])
+    model.learn(config["steps"], callback=callback)
     out: dict[str, Any] = {"records": model.records, "num_timesteps": model.num_timesteps, "hooked": len(hooked)}
     if config.get("vec_normalize"):
         out["obs_rms"] = (env.obs_rms.mean, env.obs_rms.var, env.obs_rms.count)

@@ -170,6 +170,22 @@ def test_multi_critic_and_a_loss_hook_run_unchanged_on_ranks(tmp_path: Path) -> 
     assert all(th.equal(after[0][k], v) for k, v in after[1].items())
 
 
+def test_dagger_callback_runs_unchanged_on_ranks(tmp_path: Path) -> None:
+    kwargs = {"target_kl": None, "adaptive_kl": None}
+    finish(launch({"mode": "learn", "steps": 3 * 2 * N_ENVS * KWARGS["n_steps"], "dagger": True, "kwargs": kwargs}, tmp_path))
+    ranks = results(tmp_path)
+    after = [rank["records"][-1]["after"] for rank in ranks]
+    assert all(th.equal(after[0][k], v) for k, v in after[1].items())
+
+
+def test_dagger_pretraining_is_refused_on_ranks(tmp_path: Path) -> None:
+    config = {"mode": "learn", "steps": 256, "dagger": True, "pretrain_steps": 16}
+    ranks = launch(config, tmp_path)
+    outs = [rank.communicate(timeout=120) for rank in ranks]
+    for rank, (_, err) in zip(ranks, outs):
+        assert rank.returncode != 0 and "ValueError: pretrain_steps with a distributed=True student" in err
+
+
 @pytest.mark.parametrize("algo", ["MaskableXPPO", "RecurrentXPPO"])
 def test_the_contrib_algorithms_train_on_ranks(tmp_path: Path, algo: str) -> None:
     finish(launch({"mode": "contrib", "algo": algo}, tmp_path))

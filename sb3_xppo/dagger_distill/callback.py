@@ -247,6 +247,14 @@ class DaggerCallback(BaseCallback):
             self._pair.raw_obs = raw_obs[0]
             return  # a further learn() call on the same model: keep the dataset, distiller and projector
         check_student(model, self.rl_coef, self.gradient_surgery)
+        options = getattr(model, "options", None)
+        if self.pretrain_steps > 0 and options is not None and options.distributed:
+            # the warm-up's optimizer steps are each rank's own (outside train(), whose gradients the ranks average)
+            raise ValueError(
+                "pretrain_steps with a distributed=True student: the behaviour-cloning warm-up would step each rank's "
+                "optimizer on its own data, and the ranks' models would part. Warm the student up in one process "
+                "(DaggerCallback(teacher, pretrain_steps=...) on a few steps), save it, then train it on ranks"
+            )
         teacher = self.teacher_policy if self.teacher_policy is not None else self.teacher_fn
         pair = StudentTeacher(model, teacher, raw_obs, self.teacher_obs_keys, self.teacher_vec_normalize)
         distiller = DaggerDistiller(
