@@ -341,6 +341,8 @@ def run_all(
     """
     runner = run_task if runner is None else runner
 
+    rerun_done: set[str] = set()
+
     def pending(task: Task) -> bool:
         return (task.key() in rerun and task.key() not in rerun_done) or load_cached(task, out_dir) is None
 
@@ -348,7 +350,6 @@ def run_all(
     print(f"{len(tasks) - len(todo)} of {len(tasks)} runs cached, {len(todo)} to run with {workers} worker(s)", flush=True)
     start = time.monotonic()
     queue = iter(todo)
-    rerun_done: set[str] = set()
 
     def next_task() -> Task | None:
         for task in queue:
