@@ -73,3 +73,20 @@ def test_the_pages_render_the_speed_and_the_learning(tmp_path, monkeypatch):
     assert "| 2 ranks | 8 x 32 | 4,900 (5,000) | 0.70x |" in text
     assert "is **missed**: 0.70x median paired" in distributed.render_distributed_target(tmp_path / "page.md")
     assert distributed.render_distributed_learning(tmp_path / "page.md").startswith("Pending")
+
+
+def test_run_all_reruns_the_stale_runs_once(tmp_path):
+    """``--stale rerun``: a cached run whose key is in ``rerun`` runs again, once; the others stay cached."""
+    tasks = [
+        harness.runs.Task("CartPole-v1", 64, harness.contenders.parse_contender("ppo"), seed, 1, 1, 1, 0.2) for seed in (0, 1)
+    ]
+    ran = []
+
+    def runner(task):
+        ran.append(task.seed)
+        return dict(key=task.key(), final_mean=0.0, steps_to_threshold=None, learn_seconds=0.0)
+
+    harness.runs.run_all(tasks, str(tmp_path), 1, None, runner=runner)
+    assert ran == [0, 1]
+    harness.runs.run_all(tasks, str(tmp_path), 1, None, runner=runner, rerun=frozenset({tasks[1].key()}))
+    assert ran == [0, 1, 1]
