@@ -74,6 +74,7 @@ def render_distributed_learning(page: Path) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     verdicts: dict[str, list[str]] = {"final": [], "curve": []}
+    lower: dict[str, list[bool]] = {"final": [], "curve": []}
     for env_id, summary in data["summary"].items():
         rows = summary["contenders"]
         one = next((rows[c] for c in rows if "ranks=" not in c), None)
@@ -87,6 +88,7 @@ def render_distributed_learning(page: Path) -> str:
             if one is not None and row is not one:
                 for metric, found_verdicts in verdicts.items():
                     found_verdicts.append(verdict(row, one, metric))
+                    lower[metric].append(row[f"{metric}_iqm"] < one[f"{metric}_iqm"])
     words = {metric: "overlap" if all(v == "level" for v in found) else "are apart" for metric, found in verdicts.items()}
     lines += [
         "",
@@ -94,6 +96,12 @@ def render_distributed_learning(page: Path) -> str:
         f"learning curves (the mean of the evaluations along the run) {words['curve']} "
         f"(`benchmarks/results/campaigns/{name}/`, curves in its `plot.png`).",
     ]
+    if all(lower["final"] + lower["curve"]) or not any(lower["final"] + lower["curve"]):
+        direction = "lower" if all(lower["final"] + lower["curve"]) else "higher"
+        lines[-1] += (
+            f" The ranks' IQMs are {direction} on both measures; five seeds cannot tell a difference smaller than these "
+            "intervals."
+        )
     return "\n".join(lines)
 
 
