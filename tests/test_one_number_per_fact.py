@@ -15,8 +15,9 @@ PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if
 ENV = re.compile(r"(?P<env>(?:sb3_xppo/)?[A-Z][A-Za-z]+-v\d)(?P<n> x\d+)?")
 RATIO = re.compile(r"(?<![\w.])(?P<ratio>\d+\.\d\d)x")
 BACKEND = re.compile(r"\b(lean|envpool|subproc|ray|dummy)\b")
-#: A clause about the whole training command (``python -m sb3_xppo.train`` against rl-zoo3's) quotes a fact of its own
-WHOLE_COMMAND = re.compile(r"\bwhole (training )?command\b")
+#: A clause about the whole training command (``python -m sb3_xppo.train`` against rl-zoo3's), or about the data-parallel
+#: learner on ranks against one process, quotes a fact of its own
+SCOPES = {"command": re.compile(r"\bwhole (training )?command\b"), "ranks": re.compile(r"\b(Data-parallel|\d+ ranks)\b")}
 #: A unit of text quotes a speed fact only under one of these labels
 LABELS = ("median paired", "env-steps/s")
 #: A ratio right after one of these words is another figure of the same fact (the best run, CPU time) or a target
@@ -26,9 +27,10 @@ NAMED_AFTER = re.compile(r"\s+(?:\S+\s+){0,3}?(?:on|for)\s+$")
 
 
 def key(env: re.Match[str], context: str, clause: str = "") -> tuple[str, str]:
-    """The fact an env mention names: the env (``xN`` kept) and the backend its context names (or the whole command)."""
-    if WHOLE_COMMAND.search(clause):
-        return env["env"] + (env["n"] or ""), "command"
+    """The fact an env mention names: the env (``xN`` kept) and the backend its context names (or its scope)."""
+    for scope, pattern in SCOPES.items():
+        if pattern.search(clause):
+            return env["env"] + (env["n"] or ""), scope
     backend = BACKEND.search(context)
     name = env["env"] + (env["n"] or "")
     # an env-only throughput (``xN``) is the lean env's by definition
@@ -150,7 +152,7 @@ def test_two_values_for_one_fact_are_caught(tmp_path: Path) -> None:
 
 
 def test_the_whole_command_is_a_fact_of_its_own(tmp_path: Path) -> None:
-    """``learn()`` and the whole training command on one env are two facts; two values for the command still clash."""
+    """``learn()``, the whole training command and the ranks on one env are three facts; two values for one clash."""
     learn, command, other = tmp_path / "learn.md", tmp_path / "command.md", tmp_path / "other.md"
     learn.write_text("`learn()` is 1.25x PPO's env-steps/s on LunarLander-v3 (median paired).\n")
     command.write_text("The whole command on LunarLander-v3: XPPO / PPO 1.16x median paired (best 1.16x).\n")
@@ -160,7 +162,9 @@ def test_the_whole_command_is_a_fact_of_its_own(tmp_path: Path) -> None:
     original = scan.ROOT
     scan.ROOT = tmp_path
     try:
-        assert conflicts([learn, command]) == {}
+        ranks = tmp_path / "ranks.md"
+        ranks.write_text("- Data-parallel on LunarLander-v3: 2 ranks at 0.67x median paired.\n")
+        assert conflicts([learn, command, ranks]) == {}
         found = conflicts([learn, command, other])
     finally:
         scan.ROOT = original
