@@ -62,13 +62,13 @@ def split_progress_arg(args: Sequence[str]) -> tuple[bool, list[str]]:
     return not off, rest
 
 
-def rank_args(known: argparse.Namespace) -> list[str]:
+def rank_args(known: argparse.Namespace) -> tuple[list[str], str | None]:
     """
     ``--distributed``: what a rank other than 0 adds to its arguments. Rank 0 evaluates, saves and logs as a plain
-    run; the others only train, their run folder a temporary one (removed at the end; the folder is the last argument).
+    run; the others only train, their run folder a temporary one (removed at the end).
 
     :param known: the options this wrapper read
-    :return: the arguments, empty on rank 0
+    :return: the arguments and the temporary run folder; none on rank 0
     :raises ValueError: without the launcher's environment (the launch command shown), or with ``-optimize``
     """
     from sb3_xppo.common.distributed import check_launched
@@ -80,9 +80,9 @@ def rank_args(known: argparse.Namespace) -> list[str]:
         )
     check_launched()
     if int(os.environ["RANK"]) == 0:
-        return []
+        return [], None
     folder = tempfile.mkdtemp(prefix=f"sb3_xppo_rank{os.environ['RANK']}_")
-    return ["--eval-freq", "-1", "--save-freq", "-1", "--verbose", "0", "-f", folder]
+    return ["--eval-freq", "-1", "--save-freq", "-1", "--verbose", "0", "-f", folder], folder
 
 
 def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
@@ -120,17 +120,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
-    extra = rank_args(known) if distributed else []
-    if progress and not extra:
+    extra, scratch = rank_args(known) if distributed else ([], None)
+    if progress and scratch is None:
         defaults.append("--progress")
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
     try:
         with zoo.zoo_session([*defaults, *args, *extra], vec_env=vec_env, ray_options=ray_options, distributed=distributed):
             train()
     finally:
-        if extra:  # a rank other than 0: its run folder was a temporary one
-            shutil.rmtree(extra[-1], ignore_errors=True)
-    if known.optimize_hyperparameters or extra:
+        if scratch is not None:  # a rank other than 0: its run folder was a temporary one
+            shutil.rmtree(scratch, ignore_errors=True)
+    if known.optimize_hyperparameters or scratch is not None:
         return
     for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):
         path = zoo.plot_learning_curve(run_dir, known.env, algo=known.algo)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import torch as th
@@ -29,7 +29,6 @@ LAUNCH_COMMAND = (
     "python -m torch.distributed.run --nproc-per-node 2 my_script.py  "
     "(or: python -m torch.distributed.run --nproc-per-node 2 -m sb3_xppo.train --distributed ...)"
 )
-T = TypeVar("T")
 
 
 class RankFailure(RuntimeError):
@@ -78,12 +77,9 @@ class ProcessGroup:
         #: collectives entered by this rank so far (the heartbeat reports it)
         self.entered = 0
         self._store = _group_store()
-        self._stop = threading.Event()
-        self._beats: threading.Thread | None = None
         if self._store is not None:
             self._beat()
-            self._beats = threading.Thread(target=self._beat_forever, name="sb3_xppo heartbeat", daemon=True)
-            self._beats.start()
+            threading.Thread(target=self._beat_forever, name="sb3_xppo heartbeat", daemon=True).start()
 
     @classmethod
     def join(cls, timeout: float, device: th.device) -> ProcessGroup:
@@ -110,7 +106,7 @@ class ProcessGroup:
 
     def all_gather(self, tensor: th.Tensor, what: str) -> list[th.Tensor]:
         """:return: every rank's ``tensor`` (of one shape on all ranks), in rank order, on the CPU"""
-        tensor = tensor.to(self._device())  # (NCCL gathers CUDA tensors only)
+        tensor = tensor.to(self.device)  # (NCCL gathers CUDA tensors only)
         gathered = [th.empty_like(tensor) for _ in range(self.world_size)]
         self._guarded(what, lambda: dist.all_gather(gathered, tensor))
         return [t.cpu() for t in gathered]
@@ -125,7 +121,7 @@ class ProcessGroup:
         """Overwrite ``tensors`` with rank 0's, in place (one flat message)."""
         if not tensors:
             return
-        flat = th.cat([t.detach().reshape(-1) for t in tensors]).to(self._device())  # (NCCL sends CUDA tensors only)
+        flat = th.cat([t.detach().reshape(-1) for t in tensors]).to(self.device)  # (NCCL sends CUDA tensors only)
         self._guarded(what, lambda: dist.broadcast(flat, 0))
         with th.no_grad():
             offset = 0
@@ -135,7 +131,7 @@ class ProcessGroup:
 
     def agree(self, flag: bool, what: str) -> bool:
         """:return: whether ``flag`` holds on every rank (so that all go on, or all stop, together)"""
-        votes = th.tensor([1.0 if flag else 0.0], device=self._device())
+        votes = th.tensor([1.0 if flag else 0.0], device=self.device)
         return bool(self.all_sum(votes, what).item() == self.world_size)
 
     def average_gradients(self, params: Sequence[th.nn.Parameter]) -> None:
@@ -153,11 +149,9 @@ class ProcessGroup:
             p.grad = flat[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
 
-    def close(self) -> None:
-        """Stop the heartbeat (the process group itself is the launcher's, left as it is)."""
-        self._stop.set()
-
-    def _device(self) -> th.device:
+    @property
+    def device(self) -> th.device:
+        """Where the collectives' tensors live: this rank's GPU with NCCL, else the CPU."""
         return th.device("cuda", th.cuda.current_device()) if self.backend == "nccl" else th.device("cpu")
 
     def _guarded(self, what: str, collective: Callable[[], Any]) -> None:
@@ -175,7 +169,9 @@ class ProcessGroup:
         self._store.set(f"sb3_xppo/beat/{self.rank}", f"{time.time()} {self.entered}")
 
     def _beat_forever(self) -> None:
-        while not self._stop.wait(self.heartbeat):
+        """The heartbeat thread (a daemon: it ends with the process)."""
+        while True:
+            time.sleep(self.heartbeat)
             try:
                 self._beat()
             except Exception:  # the store is gone (rank 0 or the launcher ended): the collectives will tell

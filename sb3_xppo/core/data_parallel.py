@@ -95,12 +95,7 @@ class DataParallel:
         :return: over every rank's valid values, per trailing index: the count, the mean and the population
             variance (float64)
         """
-        counted = (x if valid is None else x[valid]).double().reshape(-1, *x.shape[1:])
-        n = th.full(counted.shape[1:], float(len(counted)), dtype=th.float64, device=x.device)
-        sums = self.group.all_sum(th.stack([n, counted.sum(0), (counted**2).sum(0)]), what)
-        n = sums[0]
-        mean = sums[1] / n.clamp(min=1)
-        return n, mean, (sums[2] / n.clamp(min=1) - mean**2).clamp(min=0)
+        return moments(self.group.all_sum(local_sums(x, valid), what))
 
     def with_advantage_moments(
         self, minibatches: list[Any], valid_samples: Callable[[Any], th.Tensor | None]
@@ -112,17 +107,12 @@ class DataParallel:
         :param minibatches: the epoch's minibatches, in order
         :param valid_samples: which samples of a minibatch count (None: all)
         """
-        local = []
-        for minibatch in minibatches:
-            advantages, valid = minibatch.advantages, valid_samples(minibatch)
-            counted = (advantages if valid is None else advantages[valid]).double()
-            local.append(th.stack([counted.new_tensor(float(len(counted))), counted.sum(), (counted**2).sum()]))
-        if not local:
+        if not minibatches:
             return
-        sums = self.group.all_sum(th.stack(local), "normalizing the epoch's advantages")
-        for minibatch, (n, total, squares) in zip(minibatches, sums, strict=True):
-            mean = total / n.clamp(min=1)
-            self._next_moments = (n, mean, (squares / n.clamp(min=1) - mean**2).clamp(min=0))
+        local = th.stack([local_sums(minibatch.advantages, valid_samples(minibatch)) for minibatch in minibatches])
+        sums = self.group.all_sum(local, "normalizing the epoch's advantages")
+        for minibatch, minibatch_sums in zip(minibatches, sums, strict=True):
+            self._next_moments = moments(minibatch_sums)
             yield minibatch
         self._next_moments = None
 
@@ -153,8 +143,7 @@ class DataParallel:
     def average(self, value: float, what: str) -> float:
         """:return: the mean over the ranks of one number per rank (e.g. each rank's epoch KL, equal minibatch counts)"""
         return (
-            float(self.group.all_sum(th.tensor([value], dtype=th.float64, device=self.group._device()), what))
-            / self.world_size
+            float(self.group.all_sum(th.tensor([value], dtype=th.float64, device=self.group.device), what)) / self.world_size
         )
 
     def value_moments(self, returns: th.Tensor) -> tuple[th.Tensor, th.Tensor, float]:
@@ -176,8 +165,24 @@ class DataParallel:
                 bar._on_step = functools.partial(count_every_rank, bar, self.world_size)  # type: ignore[method-assign]
         return [*callbacks, GlobalProgressBar(self.world_size)] if progress_bar else callbacks
 
-    def close(self) -> None:
-        self.group.close()
+
+def local_sums(x: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+    """
+    :param x: ``(batch, ...)`` this rank's values
+    :param valid: ``(batch,)`` which count, or None
+    :return: ``(3, ...)`` float64, per trailing index: the count, the sum and the sum of squares of the valid values
+        (summed over the ranks, :func:`moments` makes them statistics)
+    """
+    counted = (x if valid is None else x[valid]).double()
+    n = th.full(counted.shape[1:], float(len(counted)), dtype=th.float64, device=x.device)
+    return th.stack([n, counted.sum(0), (counted**2).sum(0)])
+
+
+def moments(sums: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+    """:return: the count, the mean and the population variance of :func:`local_sums` summed over the ranks"""
+    n = sums[0]
+    mean = sums[1] / n.clamp(min=1)
+    return n, mean, (sums[2] / n.clamp(min=1) - mean**2).clamp(min=0)
 
 
 class GlobalProgressBar(ProgressBarCallback):
