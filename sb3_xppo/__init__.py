@@ -3,7 +3,9 @@
 import os
 
 from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
+from sb3_xppo.common.safe_load import UnsafeFileError, load_vec_normalize
 from sb3_xppo.dagger_distill import DaggerCallback, DaggerDistiller, LossBreakdown, best_action, kl_loss, mse_loss, nll_loss
+from sb3_xppo.dagger_distill.checkpoints import load_model
 from sb3_xppo.functional import (
     GAE,
     calc_gae,
@@ -41,6 +43,7 @@ __all__ = [
     "RecurrentXPPO",
     "RecurrentXPPOOptions",
     "RewardGroups",
+    "UnsafeFileError",
     "XPPOOptions",
     "best_action",
     "calc_gae",
@@ -51,6 +54,8 @@ __all__ = [
     "hpo_actor_loss",
     "improved_value_clipping_fn",
     "kl_loss",
+    "load_model",
+    "load_vec_normalize",
     "mse_loss",
     "nll_loss",
     "pcgrad_auxiliary",

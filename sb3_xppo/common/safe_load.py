@@ -35,7 +35,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import BaseBuffer
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.save_util import open_path
+from stable_baselines3.common.save_util import json_to_data, open_path
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import FloatSchedule, LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -333,3 +333,25 @@ def _without(source: CheckedZip, keys: list[str]) -> CheckedZip:
             rewritten.writestr(info, content)
     out.seek(0)
     return out
+
+
+def checked_data(
+    path: str | pathlib.Path | io.BufferedIOBase, custom_objects: dict[str, Any] | None = None, trust_code: bool = False
+) -> dict[str, Any]:
+    """
+    A model zip's ``data`` (its hyperparameters, spaces, policy class), read as :func:`checked_zip` reads it.
+
+    :param path: the model zip
+    :param custom_objects: SB3's ``custom_objects``
+    :param trust_code: unpickle the fields as SB3 does
+    :return: the data
+    :raises UnsafeFileError: when a field asks for a global outside the allowlist
+    """
+    source, objects = checked_zip(path, custom_objects, trust_code)
+    file = source if isinstance(source, io.IOBase) else open_path(source, "r", verbose=0, suffix="zip")
+    try:
+        with zipfile.ZipFile(file) as archive:
+            return json_to_data(archive.read("data").decode(), custom_objects=objects)
+    finally:
+        if file is not source:
+            file.close()

@@ -22,6 +22,7 @@ from sb3_xppo.common.grad_norms import split_parameters
 from sb3_xppo.common.schedules import ClipRange
 from sb3_xppo.common.value_norm import ValueNormalizer
 from sb3_xppo.core.fast_paths import trusted_policy_calls
+from sb3_xppo.core.loading import SafeLoadMixin
 from sb3_xppo.core.losses import MinibatchLosses, minibatch_zscore, reduce_value_losses, valid_mean, zscore_group_terms
 from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import MinibatchTerms, TrainRecord, minibatch_ratio_statistics
@@ -31,7 +32,7 @@ from sb3_xppo.functional.masked import masked_zscore
 __all__ = ["AuxiliaryLossHook", "LossHook", "XPPOCoreMixin", "valid_mean"]
 
 
-class XPPOCoreMixin(XPPOSetupMixin):
+class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (core/loading.py)
     """
     XPPO's training on top of an SB3 on-policy algorithm (PPO, or sb3-contrib's MaskablePPO and RecurrentPPO): put
     it first in the bases, ``class XPPO(XPPOCoreMixin, PPO)``. The constructor and the setup are

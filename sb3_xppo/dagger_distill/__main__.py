@@ -22,6 +22,11 @@ A teacher trained by rl-zoo3 (``logs/<algo>/<env>_<id>/<env>.zip`` or ``best_mod
 ``env_wrapper`` / ``vec_env_wrapper`` and the ``env_kwargs`` of ``config.yml`` and ``args.yml`` (``--env-kwargs``
 overrides), and when the config says ``normalize`` the teacher reads observations normalized by its
 ``vecnormalize.pkl`` (frozen). The student acts on the raw observations.
+
+No code from the files runs (docs/guide/security.md): the checkpoints and the ``.pkl`` statistics are read with an
+allowlist (:func:`sb3_xppo.load_model`), the zoo folder's YAML with a safe loader and its ``normalize`` string, like
+``--policy-kwargs`` and ``--env-kwargs``, as literals. ``--trust-code`` loads the checkpoints and statistics as SB3
+does, for files you made or trust (a teacher with a schedule of your own).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.utils import get_device, set_random_seed
 from tqdm.auto import tqdm
 
+from sb3_xppo.common.literals import python_literal
 from sb3_xppo.dagger_distill.actions import action_clipper, agreement_atol
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model, resolve_algo
 from sb3_xppo.dagger_distill.checks import check_action_spaces, check_feed_forward_teacher, check_teacher_statistics
@@ -139,6 +145,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", default="auto", help="torch device")
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="load the checkpoints and .pkl statistics as SB3 does, running their pickled code (only for files you made "
+        "or trust); by default no code from a file runs",
+    )
     return parser.parse_args(argv)
 
 
@@ -152,19 +164,11 @@ class _TeacherPredictor:
         return self.model.predict(self.teacher_obs.numpy(observation), state, episode_start, deterministic)
 
 
-def _python(text: str, flag: str) -> Any:
-    """A Python literal or expression of the command line, as rl-zoo3 reads them (no builtins but dict and torch)."""
-    try:
-        return eval(text, {"__builtins__": {}}, {"dict": dict, "nn": th.nn, "th": th})
-    except Exception as error:
-        raise ValueError(f"{flag}: cannot read {text!r} ({error})") from None
-
-
 def _policy_kwargs(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
-    # rl-zoo3's convention: a Python expression such as "dict(net_arch=[64, 64], activation_fn=nn.ReLU)"
-    kwargs = _python(text, "--policy-kwargs")
+    # rl-zoo3's convention: "dict(net_arch=[64, 64], activation_fn=nn.ReLU)", read as a literal, never run
+    kwargs = python_literal(text, "--policy-kwargs")
     if not isinstance(kwargs, dict):
         raise ValueError(f"--policy-kwargs must give a dict, got {kwargs!r}")
     return kwargs
@@ -177,7 +181,7 @@ def _env_kwargs(items: Sequence[str] | None) -> dict[str, Any]:
         key, colon, value = item.partition(":")
         if not key or not colon:
             raise ValueError(f"--env-kwargs takes key:value pairs, got {item!r}")
-        kwargs[key] = _python(value, f"--env-kwargs {key}")
+        kwargs[key] = python_literal(value, f"--env-kwargs {key}")
     return kwargs
 
 
@@ -195,15 +199,14 @@ class ZooSettings:
         self.vec_normalize_path: str | None = None
         settings = None if args.no_zoo_config else self._zoo_settings_dir(args.teacher, args.env)
         if settings is not None:
-            import yaml  # rl-zoo3's dependency, present when its settings are read
-            from rl_zoo3.utils import get_saved_hyperparams
+            # rl-zoo3's files read without running their code (PyYAML, rl-zoo3's dependency, is there when they are)
+            from sb3_xppo.common.zoo_files import load_zoo_yaml, saved_hyperparams
 
-            self.hyperparams, _ = get_saved_hyperparams(str(settings), norm_reward=False, test_mode=True)
+            self.hyperparams, _ = saved_hyperparams(str(settings), norm_reward=False, test_mode=True)
             self.env_kwargs = dict(self.hyperparams.pop("env_kwargs", None) or {})
             args_file = settings / "args.yml"
             if args_file.is_file():  # the env_kwargs of the training command line replace the config's
-                with open(args_file) as file:
-                    saved = yaml.load(file, Loader=yaml.UnsafeLoader)
+                saved = load_zoo_yaml(args_file)
                 if saved.get("env_kwargs") is not None:
                     self.env_kwargs = dict(saved["env_kwargs"])
             if self.hyperparams.get("frame_stack", 0):
@@ -296,7 +299,7 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         raise ValueError("pass --student S.zip (a checkpoint to distill into) or --student-algo ALGO (a fresh student)")
     set_random_seed(args.seed)
     device = get_device(args.device)
-    teacher = load_sb3_model(args.teacher, args.teacher_algo, device=device)
+    teacher = load_sb3_model(args.teacher, args.teacher_algo, device=device, trust_code=args.trust_code)
     check_feed_forward_teacher(teacher.policy)
     zoo = ZooSettings(args)
     venv = zoo.make_env(args.env, args.n_envs, args.seed)
@@ -330,7 +333,7 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
 def _student(args: argparse.Namespace, venv: Any, device: th.device) -> BaseAlgorithm:
     """The student: ``--student``'s checkpoint on ``venv``, else a fresh ``--student-algo`` model."""
     if args.student is not None:
-        return load_sb3_model(args.student, args.student_algo, device=device, env=venv)
+        return load_sb3_model(args.student, args.student_algo, device=device, env=venv, trust_code=args.trust_code)
     algo: Any = resolve_algo(args.student_algo)
     kind = "Lstm" if issubclass(algo, RecurrentPPO) else ""
     policy = args.policy or (
@@ -345,7 +348,7 @@ def _teacher_obs(args: argparse.Namespace, zoo: ZooSettings, teacher: BaseAlgori
     keys = teacher_obs_keys(student.observation_space, teacher.observation_space, obs_keys)
     if zoo.vec_normalize_path is None:
         return TeacherObs(keys)
-    vec_normalize = frozen_vec_normalize(zoo.vec_normalize_path)
+    vec_normalize = frozen_vec_normalize(zoo.vec_normalize_path, args.trust_code)
     teacher_space = select_space(student.observation_space, keys)
     check_teacher_statistics(vec_normalize, teacher_space, f"--teacher-vec-normalize {zoo.vec_normalize_path}")
     print(f"the teacher reads observations normalized by {zoo.vec_normalize_path}")

@@ -152,6 +152,8 @@ class DaggerCallback(BaseCallback):
         ``register_auxiliary_loss_hook``: the RL gradient is kept whole. A stock SB3 student is refused
         (``ValueError``): its distillation steps are taken apart from its RL updates, so no RL gradient shares them
     :param pretrain_steps: vector steps of the teacher's behaviour-cloning warm-up before RL starts (0: none)
+    :param trust_code: load a teacher checkpoint and its ``.pkl`` statistics as SB3 does, running their code
+        (default: no code from the files runs, docs/guide/security.md)
     :param verbose: verbosity level
     """
 
@@ -178,6 +180,7 @@ class DaggerCallback(BaseCallback):
         rep_align_projector: bool | nn.Module | None = None,
         gradient_surgery: bool = False,
         pretrain_steps: int = 0,
+        trust_code: bool = False,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -194,7 +197,7 @@ class DaggerCallback(BaseCallback):
         check_size("batch_size", batch_size, optional=True)
         check_size("gradient_steps", gradient_steps, optional=True)
 
-        resolved = resolve_teacher(teacher, teacher_algo)
+        resolved = resolve_teacher(teacher, teacher_algo, trust_code)
         self.teacher_policy: BasePolicy | None = resolved if isinstance(resolved, BasePolicy) else None
         self.teacher_fn: Any = None if isinstance(resolved, BasePolicy) else resolved
         # A wrong teacher layer name fails now; the student's is checked when the callback meets its model
@@ -209,7 +212,9 @@ class DaggerCallback(BaseCallback):
         self.batch_size = batch_size
         self.gradient_steps = gradient_steps
         self.teacher_obs_keys = teacher_obs_keys
-        self.teacher_vec_normalize = None if teacher_vec_normalize is None else frozen_vec_normalize(teacher_vec_normalize)
+        self.teacher_vec_normalize = (
+            None if teacher_vec_normalize is None else frozen_vec_normalize(teacher_vec_normalize, trust_code)
+        )
         self.teacher_sample = teacher_sample
         self.entropy_weight = entropy_weight
         self.student_layer = student_layer

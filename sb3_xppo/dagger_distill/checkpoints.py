@@ -1,6 +1,7 @@
 """
-SB3 checkpoints loaded with their own class: the algorithms by their rl-zoo3 name, and the algorithm that saved a
-checkpoint, told from its policy class and saved hyperparameters.
+SB3 checkpoints loaded with their own class, safely (no code from the file runs, docs/guide/security.md): the
+algorithms by their rl-zoo3 name, and the algorithm that saved a checkpoint, told from its policy class and saved
+hyperparameters.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.dqn.policies import DQNPolicy
 from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 
 from sb3_xppo.common.policies import ActionMaskingMixin
+from sb3_xppo.common.safe_load import checked_data, checked_zip
+from sb3_xppo.core.loading import SafeLoadMixin
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
@@ -66,15 +68,15 @@ def resolve_algo(algo: str | type[BaseAlgorithm]) -> type[BaseAlgorithm]:
     raise ValueError(f"unknown algorithm {algo!r}: pass one of {sorted(known)} or an SB3 algorithm class")
 
 
-def infer_algo(path: str | os.PathLike) -> type[BaseAlgorithm]:
+def infer_algo(path: str | os.PathLike, trust_code: bool = False) -> type[BaseAlgorithm]:
     """
     The algorithm that saved a checkpoint, read from its policy class and saved hyperparameters.
 
     :param path: path to an SB3 ``.zip``
+    :param trust_code: unpickle its fields as SB3 does (default: with the allowlist, no code from the file runs)
     :return: the class to load it with
     """
-    data, _, _ = load_from_zip_file(str(path), device="cpu")
-    assert data is not None
+    data = checked_data(str(path), trust_code=trust_code)
     policy_class = data.get("policy_class")
     known = algorithms()
     # XPPO's variants save their options (before the options object, actor_loss) beside their parent's hyperparameters
@@ -103,20 +105,57 @@ def infer_algo(path: str | os.PathLike) -> type[BaseAlgorithm]:
 
 
 def load_sb3_model(
-    path: str | os.PathLike, algo: str | type[BaseAlgorithm] | None = None, device: th.device | str = "auto", **kwargs: Any
+    path: str | os.PathLike,
+    algo: str | type[BaseAlgorithm] | None = None,
+    device: th.device | str = "auto",
+    trust_code: bool = False,
+    **kwargs: Any,
 ) -> BaseAlgorithm:
     """
-    Load an SB3 checkpoint with its own class (inferred when ``algo`` is None).
+    Load an SB3 checkpoint with its own class (inferred when ``algo`` is None), safely unless ``trust_code``.
 
     :param path: path to the ``.zip``
     :param algo: the algorithm (name or class); None infers it from the checkpoint
     :param device: device to load on
-    :param kwargs: passed to ``load`` (e.g. ``env``)
+    :param trust_code: load as SB3 does, running whatever the file's pickles name
+    :param kwargs: passed to ``load`` (e.g. ``env``, ``custom_objects``)
     :return: the model
+    :raises UnsafeFileError: when the file asks for code outside the allowlist
     """
     if not pathlib.Path(path).exists():
         if not pathlib.Path(f"{path}.zip").exists():
             raise ValueError(f"no SB3 checkpoint at {path}")
         path = f"{path}.zip"
-    cls = infer_algo(path) if algo is None else resolve_algo(algo)
-    return cls.load(str(path), device=device, **kwargs)
+    cls = infer_algo(path, trust_code) if algo is None else resolve_algo(algo)
+    source, objects = checked_zip(str(path), kwargs.pop("custom_objects", None), trust_code)
+    # the package's algorithms check in their own load(); checking the checked zip again is a no-op
+    trust = {"trust_code": trust_code} if issubclass(cls, SafeLoadMixin) else {}
+    return cls.load(source, device=device, custom_objects=objects, **trust, **kwargs)
+
+
+def load_model(
+    algo_or_path: str | os.PathLike | type[BaseAlgorithm],
+    path: str | os.PathLike | None = None,
+    trust_code: bool = False,
+    **kwargs: Any,
+) -> BaseAlgorithm:
+    """
+    Load any SB3, sb3-contrib or sb3-xppo checkpoint without running code from the file (docs/guide/security.md):
+    ``load_model("model.zip")`` (the class told from the checkpoint), ``load_model(SAC, "model.zip")`` or
+    ``load_model("sac", "model.zip")``. The model is the one the class's own ``load()`` builds, bit for bit.
+
+    :param algo_or_path: the algorithm (a class or its rl-zoo3 name), or the checkpoint when ``path`` is None
+    :param path: the checkpoint (``.zip``), when the first argument names the algorithm
+    :param trust_code: load as SB3 does, running whatever the file's pickles name (a schedule of your own): only
+        for files you made or trust
+    :param kwargs: the class's ``load()`` keywords (``env``, ``device``, ``custom_objects``, ...)
+    :return: the model
+    :raises UnsafeFileError: when the file asks for code outside the allowlist (the field and the global named)
+    """
+    if path is None:
+        if isinstance(algo_or_path, type):
+            raise TypeError("load_model(cls, path): the path of the checkpoint is missing")
+        return load_sb3_model(algo_or_path, trust_code=trust_code, **kwargs)
+    if not isinstance(algo_or_path, (str, type)):
+        raise TypeError(f"load_model's first argument names the algorithm (a class or a name), got {algo_or_path!r}")
+    return load_sb3_model(path, algo_or_path, trust_code=trust_code, **kwargs)

@@ -42,16 +42,19 @@ from sb3_xppo.dagger_distill.teacher_obs import ObsKeys, TeacherObs, select_obs,
 from sb3_xppo.dagger_distill.wrappers import raw_obs_source
 
 
-def resolve_teacher(teacher: Any, teacher_algo: str | type[BaseAlgorithm] | None = None) -> BasePolicy | Callable[..., Any]:
+def resolve_teacher(
+    teacher: Any, teacher_algo: str | type[BaseAlgorithm] | None = None, trust_code: bool = False
+) -> BasePolicy | Callable[..., Any]:
     """
     :param teacher: an SB3 model, its policy, the path to an SB3 ``.zip``, or a callable ``obs -> Distribution``
     :param teacher_algo: the algorithm of a checkpoint (default: inferred)
+    :param trust_code: load a checkpoint as SB3 does, running its code (default: no code from the file runs)
     :return: the teacher's SB3 policy (loaded on the CPU), or the callable
     :raises ValueError: for a recurrent teacher
     :raises TypeError: for anything else
     """
     if isinstance(teacher, (str, os.PathLike)):
-        teacher = load_sb3_model(teacher, teacher_algo, device="cpu")
+        teacher = load_sb3_model(teacher, teacher_algo, device="cpu", trust_code=trust_code)
     if isinstance(teacher, BaseAlgorithm):
         teacher = teacher.policy
     if isinstance(teacher, BasePolicy):

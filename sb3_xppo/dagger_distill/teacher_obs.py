@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import os
 import pathlib
-import pickle
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecNormalize
 
+from sb3_xppo.common.safe_load import load_vec_normalize
 from sb3_xppo.dagger_distill.pytree import Tree, tree_map
 
 ObsKeys = str | list[str] | tuple[str, ...] | None
@@ -89,22 +89,21 @@ def same_obs_space(a: spaces.Space, b: spaces.Space) -> bool:
     return type(a) is type(b) and a.shape == b.shape
 
 
-def frozen_vec_normalize(vec_normalize: VecNormalize | str | os.PathLike) -> VecNormalize:
+def frozen_vec_normalize(vec_normalize: VecNormalize | str | os.PathLike, trust_code: bool = False) -> VecNormalize:
     """
     A teacher's observation statistics, frozen: a ``VecNormalize`` (a snapshot of it: the object passed in is not
     touched and may go on training) or the ``.pkl`` that ``VecNormalize.save`` (and rl-zoo3) wrote, loaded without
     an environment. It only serves ``normalize_obs``: ``training`` and ``norm_reward`` are off.
 
-    :param vec_normalize: a ``VecNormalize`` or the path of its ``.pkl``
+    :param vec_normalize: a ``VecNormalize`` or the path of its ``.pkl`` (read without running its code,
+        :func:`~sb3_xppo.load_vec_normalize`)
+    :param trust_code: read the ``.pkl`` with ``pickle.load``, as SB3 does
     :return: a ``VecNormalize`` detached from any environment, never updated
     """
     if isinstance(vec_normalize, (str, os.PathLike)):
         if not pathlib.Path(vec_normalize).is_file():
             raise ValueError(f"teacher_vec_normalize: no VecNormalize statistics at {vec_normalize}")
-        with open(vec_normalize, "rb") as file:
-            frozen = pickle.load(file)
-        if not isinstance(frozen, VecNormalize):
-            raise ValueError(f"teacher_vec_normalize: {vec_normalize} holds a {type(frozen).__name__}, not a VecNormalize")
+        frozen = load_vec_normalize(vec_normalize, trust_code=trust_code)
     elif isinstance(vec_normalize, VecNormalize):
         # What VecNormalize pickles, without pickling (a loaded, unattached one has no venv to drop)
         skip = ("venv", "class_attributes", "returns", "old_obs", "old_reward")
