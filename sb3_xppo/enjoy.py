@@ -8,6 +8,9 @@ as ``python -m sb3_xppo.train``) and ``--folder logs`` (where ``python -m sb3_xp
 default folder downloads the zoo's pretrained agents, which has none for XPPO). Every rl-zoo3 flag works and
 overrides these defaults (``--env``, ``-f``, ``-n``, ``--no-render``, ``--load-best``, ``--exp-id``, ...; with
 ``--record-video`` also ``-o/--output-folder``).
+
+No code from the agent's files runs (docs/guide/security.md): the model zip, ``vecnormalize.pkl``, ``config.yml``
+and ``args.yml`` are read with an allowlist. ``--trust-code`` loads them as rl-zoo3 does, for files you made or trust.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from sb3_xppo import zoo
 
 RECORD_FLAG = "--record-video"
+TRUST_FLAG = "--trust-code"
 
 
 def _record_video() -> None:
@@ -41,12 +45,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if RECORD_FLAG in args:
         args.remove(RECORD_FLAG)
         command = _record_video
+    trust_code = TRUST_FLAG in args
+    args = [arg for arg in args if arg != TRUST_FLAG]
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--algo", default=zoo.ALGO_NAME)
     algo = peek.parse_known_args(args)[0].algo
     # argparse keeps the last value of an option: the user's arguments come after these defaults and win
     defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.default_env(algo), "--folder", "logs"]
-    with zoo.zoo_session([*defaults, *args], training=False):
+    with zoo.zoo_session([*defaults, *args], training=False, trust_code=trust_code):
         command()
 
 

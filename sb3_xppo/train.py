@@ -38,6 +38,10 @@ from sb3_xppo import zoo
 NO_PROGRESS = "--no-progress"
 
 
+#: The flag that loads a trained agent (``-i``) as SB3 does, running its pickled code (docs/guide/security.md)
+TRUST_CODE = "--trust-code"
+
+
 #: The flag of a data-parallel run (``python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed``)
 DISTRIBUTED = "--distributed"
 
@@ -117,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     progress, args = split_progress_arg(args)
     distributed, args = split_flag(args, DISTRIBUTED)
+    trust_code, args = split_flag(args, TRUST_CODE)
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     defaults, known = _default_args(args)
@@ -125,7 +130,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         defaults.append("--progress")
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
     try:
-        with zoo.zoo_session([*defaults, *args, *extra], vec_env=vec_env, ray_options=ray_options, distributed=distributed):
+        session = zoo.zoo_session(
+            [*defaults, *args, *extra],
+            vec_env=vec_env,
+            ray_options=ray_options,
+            distributed=distributed,
+            trust_code=trust_code,
+        )
+        with session:
             train()
     finally:
         if scratch is not None:  # a rank other than 0: its run folder was a temporary one

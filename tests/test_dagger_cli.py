@@ -17,7 +17,8 @@ from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
 def test_fresh_student_from_the_command_line(tmp_path, capsys):
     cartpole_teacher().save(tmp_path / "teacher.zip")
     out = tmp_path / "student.zip"
-    argv = ["--teacher", str(tmp_path / "teacher.zip"), "--student-algo", "ppo", "--env", "CartPole-v1"]
+    # the teacher's schedules are lambdas, code of the user's own pickled by value: it loads with --trust-code
+    argv = ["--teacher", str(tmp_path / "teacher.zip"), "--student-algo", "ppo", "--env", "CartPole-v1", "--trust-code"]
     argv += ["--timesteps", "2048", "--out", str(out), "--eval-episodes", "2", "--n-envs", "4", "--seed", "1"]
     assert main(argv) == 0
     printed = capsys.readouterr()
@@ -38,6 +39,7 @@ def test_into_an_existing_checkpoint_keeps_its_class(tmp_path, capsys):
     cartpole_teacher().save(tmp_path / "teacher.zip")
     A2C("MlpPolicy", "CartPole-v1", seed=0, device="cpu").save(tmp_path / "a2c.zip")
     argv = ["--teacher", str(tmp_path / "teacher.zip"), "--student", str(tmp_path / "a2c.zip"), "--env", "CartPole-v1"]
+    argv += ["--trust-code"]  # the teacher's lambda schedules
     argv += ["--timesteps", "1024", "--out", str(tmp_path / "out.zip"), "--eval-episodes", "0", "--no-progress-bar"]
     assert main(argv) == 0
     assert capsys.readouterr().err == ""

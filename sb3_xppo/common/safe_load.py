@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import functools
 import importlib
 import io
 import json
@@ -124,12 +125,18 @@ class UnsafeFileError(ValueError, pickle.UnpicklingError):
         super().__init__(f"{field} asks for {asked}{detail}, which is not loaded: no code from a file runs. {hint}")
 
 
-def _load_storage_from_bytes(blob: bytes) -> Any:
+def _load_storage_from_bytes(blob: bytes, field: str) -> Any:
     """torch's ``_load_from_bytes`` (a pickled tensor's storage) read with ``weights_only=True``: tensors only."""
-    return th.load(io.BytesIO(blob), weights_only=True)
+    try:
+        return th.load(io.BytesIO(blob), weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UnsafeFileError(
+            field, "torch.storage._load_from_bytes", f"a tensor pickle that holds more than tensors: {error}"
+        ) from None
 
 
-#: Globals a file may name that are read by a safe replacement instead (torch's own runs ``torch.load`` unchecked)
+#: Globals a pickle may name that are read by a safe replacement instead, given the field (torch's own
+#: ``_load_from_bytes`` runs ``torch.load`` unchecked; SB3 pickles tensors so, e.g. ARS's ``weights``)
 REPLACED_GLOBALS: dict[tuple[str, str], Callable[..., Any]] = {("torch.storage", "_load_from_bytes"): _load_storage_from_bytes}
 
 
@@ -169,8 +176,6 @@ def allowed_global(module: str, name: str, field: str) -> Any:
     :raises AttributeError: for an allowlisted name the installed library does not have (SB3 then drops the field)
     """
     key = (module, name)
-    if key in REPLACED_GLOBALS:
-        return REPLACED_GLOBALS[key]
     if key in PLAIN_GLOBALS or key in LIBRARY_CLASSES:
         return getattr(builtins if module == "builtins" else importlib.import_module(module), name)
     if "." not in name and _may_import(module):
@@ -194,6 +199,8 @@ class RestrictedUnpickler(pickle.Unpickler):
         self.field = field
 
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in REPLACED_GLOBALS:
+            return functools.partial(REPLACED_GLOBALS[module, name], field=self.field)
         return allowed_global(module, name, self.field)
 
 
@@ -306,12 +313,12 @@ def checked_zip(
             saved = json.loads(archive.read("data").decode()) if "data" in archive.namelist() else {}
     except zipfile.BadZipFile as error:
         raise ValueError(f"Error: the file {path} wasn't a zip-file") from error
-    dropped = []
+    dropped, where = [], f"{os.fspath(path)}: " if isinstance(path, (str, pathlib.Path)) else ""
     for key, item in saved.items():
         if key in objects or not (isinstance(item, dict) and ":serialized:" in item):
             continue
         try:
-            objects[key] = restricted_loads(base64.b64decode(item[":serialized:"].encode()), f"data[{key!r}]")
+            objects[key] = restricted_loads(base64.b64decode(item[":serialized:"].encode()), f"{where}data[{key!r}]")
         except UnsafeFileError as error:
             objects[key] = _rebuilt(key, saved, error)
         except (RuntimeError, TypeError, AttributeError, ImportError) as error:

@@ -11,6 +11,10 @@ A session changes:
 - ``sys.argv``: the command's arguments, which rl-zoo3's ``train`` and ``enjoy`` parse;
 - evaluation with action masks (:mod:`sb3_xppo.zoo.evaluation`): SB3's ``evaluate_policy`` as its ``EvalCallback``
   calls it, rl-zoo3's ``create_test_env``, and ``predict`` of ``MaskablePPO`` and ``MaskableRecurrentXPPO``;
+- loading (:mod:`sb3_xppo.zoo.loading`, docs/guide/security.md): ``load`` of the stock algorithms in rl-zoo3's
+  table, ``VecNormalize.load``, SB3's ``load_from_pkl`` (replay buffers), rl-zoo3's ``get_saved_hyperparams`` and
+  ``yaml.UnsafeLoader`` (what its ``enjoy`` and ``record_video`` read ``args.yml`` with), so that no code from the
+  agent's files runs; with ``--trust-code``, instead, the package's algorithms load as SB3 does;
 - when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams`` (the VecEnv,
   :mod:`sb3_xppo.zoo.vec_envs`) and ``hyperparameters_optimization`` (optuna's tables created first,
   :mod:`sb3_xppo.zoo.storage`); with ``--distributed``, ``_preprocess_hyperparams`` again (``distributed=True``).
@@ -26,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from sb3_xppo.zoo import evaluation, storage, vec_envs
+from sb3_xppo.zoo import evaluation, loading, storage, vec_envs
 from sb3_xppo.zoo.registration import algorithm_tables
 
 
@@ -115,6 +119,33 @@ def install_masked_evaluation(patches: Patches) -> None:
         patches.set(maskable, "predict", evaluation.predict_with_masks(maskable.predict, test_envs))
 
 
+def install_safe_loading(patches: Patches, trust_code: bool) -> None:
+    """
+    No code from an agent's files runs while rl-zoo3 loads it, its statistics, replay buffer and settings
+    (:mod:`.loading`); with ``trust_code`` the package's algorithms load as SB3 does, as the stock ones then do.
+    """
+    import rl_zoo3.enjoy
+    import rl_zoo3.utils
+    import stable_baselines3.common.off_policy_algorithm as off_policy
+    import yaml
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3_xppo.common.zoo_files import ZooConfigLoader, saved_hyperparams
+
+    for algorithm in set(rl_zoo3.utils.ALGOS.values()):
+        load = loading.algorithm_load(algorithm, trust_code)
+        if load is not None:
+            patches.set(algorithm, "load", load)
+    if trust_code:
+        return
+    patches.set(VecNormalize, "load", staticmethod(loading.vec_normalize_load))
+    patches.set(off_policy, "load_from_pkl", loading.load_from_pkl)
+    for module in (rl_zoo3.utils, rl_zoo3.enjoy):
+        patches.set(module, "get_saved_hyperparams", saved_hyperparams)
+    # enjoy and record_video read args.yml with yaml.load(f, Loader=yaml.UnsafeLoader): the loader they find
+    patches.set(yaml, "UnsafeLoader", ZooConfigLoader)
+
+
 def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None) -> list[str]:
     """
     rl-zoo3's ``ExperimentManager`` builds its envs with the VecEnv ``name`` names, else the entry's ``vec_env`` key,
@@ -179,6 +210,7 @@ def zoo_session(
     vec_env: str | None = None,
     ray_options: dict[str, Any] | None = None,
     distributed: bool = False,
+    trust_code: bool = False,
 ) -> Iterator[None]:
     """
     While the block runs, rl-zoo3's ``train`` (``training=True``) or ``enjoy`` and ``record_video`` run on ``args``
@@ -190,6 +222,8 @@ def zoo_session(
     :param vec_env: ``--vec-env``: one of :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`, or None (the entry's key, else lean)
     :param ray_options: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords of ``--vec-env ray``
     :param distributed: ``--distributed``: the model is built with ``distributed=True`` (training only)
+    :param trust_code: ``--trust-code``: load agents, statistics and settings as rl-zoo3 and SB3 do, running their
+        code (default: none runs, :func:`install_safe_loading`)
     :raises ValueError: for Ray options with another ``--vec-env``, before anything is changed
     """
     if not training and (vec_env is not None or ray_options or distributed):
@@ -198,6 +232,7 @@ def zoo_session(
     def session(patches: Patches) -> None:
         install_algorithms(patches)
         install_masked_evaluation(patches)
+        install_safe_loading(patches, trust_code)
         extra = install_vec_env(patches, vec_env, ray_options) if training else []
         if training:
             install_storage_tables(patches)
