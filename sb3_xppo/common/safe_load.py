@@ -320,7 +320,7 @@ def checked_zip(
         try:
             objects[key] = restricted_loads(base64.b64decode(item[":serialized:"].encode()), f"{where}data[{key!r}]")
         except UnsafeFileError as error:
-            objects[key] = _rebuilt(key, saved, error)
+            objects[key] = _rebuilt(key, {**saved, **(custom_objects or {})}, error)
         except (RuntimeError, TypeError, AttributeError, ImportError) as error:
             warnings.warn(f"Could not deserialize object {key}. Consider using `custom_objects`.\nException: {error}")
             dropped.append(key)
