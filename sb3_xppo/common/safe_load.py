@@ -273,7 +273,7 @@ def _rebuilt(key: str, saved: dict[str, Any], error: UnsafeFileError) -> Any:
     if not all(_is_plain_number(saved.get(name)) for name in names):
         raise error
     warnings.warn(
-        f"data[{key!r}] is a function pickled by value (an older Stable-Baselines3 saved it so), not loaded; it is "
+        f"data[{key!r}] is a function pickled by value (older Stable-Baselines3 versions saved it so), not loaded; it is "
         f"rebuilt from {', '.join(f'{name}={saved[name]}' for name in names)}, as the model's setup does",
         stacklevel=3,
     )
