@@ -7,7 +7,6 @@ the epoch's mean approximate KL. A pure function for the rule, one for the epoch
 
 from __future__ import annotations
 
-import ast
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch as th
 
+from sb3_xppo.common.literals import python_literal
 from sb3_xppo.common.minibatch_stats import minibatch_means
 
 #: the rule's parameters and their defaults (rsl_rl's: ``desired_kl=0.01``, the factor 1.5, lr in [1e-5, 1e-2])
@@ -131,13 +131,8 @@ def check_adaptive_kl(adaptive_kl: Any) -> dict[str, float] | None:
 def _literal(text: str) -> Any:
     """A string of a literal, or of ``dict(key=literal, ...)``, read without executing it."""
     try:
-        tree = ast.parse(text.strip(), mode="eval").body
-        if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "dict" and not tree.args:
-            if any(keyword.arg is None for keyword in tree.keywords):
-                raise ValueError("dict(**...)")
-            return {keyword.arg: ast.literal_eval(keyword.value) for keyword in tree.keywords}
-        return ast.literal_eval(tree)
-    except (SyntaxError, ValueError) as error:
+        return python_literal(text, "adaptive_kl")
+    except ValueError as error:
         raise ValueError(
             f"adaptive_kl given as a string must be a literal, e.g. '0.01' or 'dict(target=0.01, factor=1.5)', got {text!r}"
         ) from error
