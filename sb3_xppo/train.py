@@ -19,6 +19,9 @@ after ``-optimize``) it writes ``learning_curve.png`` next to the saved model an
 ``distributed=True``): rank 0 evaluates, saves, logs and plots as a plain run, the other ranks only train. Not with
 ``-optimize``.
 
+``-i`` (continue a trained agent) loads it, its ``vecnormalize.pkl`` and replay buffer without running code from them
+(docs/guide/security.md); ``--trust-code`` loads them as rl-zoo3 does, for an agent you made or trust.
+
 A training run shows a progress bar (rl-zoo3's ``-P``/``--progress`` is on by default); ``--no-progress`` turns it off,
 for logs that go to a file.
 """

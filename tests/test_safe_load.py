@@ -264,6 +264,24 @@ def test_enjoy_and_train_continue_refuse_a_hostile_agent(ppo_zip, tmp_path, monk
     assert not sentinel.exists()
 
 
+class OwnActivation(th.nn.ReLU):
+    """A user's own class in policy_kwargs: named by reference, outside the allowlist."""
+
+
+def test_enjoy_with_trust_code_loads_a_users_own_class(tmp_path, monkeypatch):
+    from sb3_xppo import enjoy
+
+    monkeypatch.chdir(tmp_path)
+    folder = zoo_folder(tmp_path / "logs")
+    kwargs = dict(policy_kwargs=dict(net_arch=[16], activation_fn=OwnActivation), device="cpu")
+    PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, **kwargs).save(folder.parent / "CartPole-v1.zip")
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "5"]
+    asked = re.escape(f"data['policy_kwargs'] asks for {OwnActivation.__module__}.OwnActivation")
+    with pytest.raises(UnsafeFileError, match=asked):
+        enjoy.main(argv)
+    enjoy.main([*argv, "--trust-code"])
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Benign: what the libraries write loads without trust_code, and acts as SB3's loader's model does, bit for bit
 # ---------------------------------------------------------------------------------------------------------------------
