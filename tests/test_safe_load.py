@@ -127,6 +127,7 @@ def test_a_payload_in_any_field_runs_no_code_and_is_named(field, ppo_zip, xppo_z
             load()
         assert isinstance(refused.value, ValueError) and isinstance(refused.value, pickle.UnpicklingError)
         assert "trust_code=True" in str(refused.value) and "custom_objects" in str(refused.value)
+        assert str(pickle.loads(pickle.dumps(refused.value))) == str(refused.value)  # crosses processes
         assert not sentinel.exists()
     # Negative control: SB3's own loader runs the payload (whatever fails after it)
     with contextlib.suppress(Exception):

@@ -120,9 +120,12 @@ class UnsafeFileError(ValueError, pickle.UnpicklingError):
     """
 
     def __init__(self, field: str, asked: str, why: str = "", hint: str = HOW_TO_PROCEED) -> None:
-        self.field, self.asked = field, asked
+        self.field, self.asked, self.why, self.hint = field, asked, why, hint
         detail = f" ({why})" if why else ""
         super().__init__(f"{field} asks for {asked}{detail}, which is not loaded: no code from a file runs. {hint}")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str, str]]:
+        return type(self), (self.field, self.asked, self.why, self.hint)
 
 
 def _load_storage_from_bytes(blob: bytes, field: str) -> Any:
