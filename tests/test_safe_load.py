@@ -556,3 +556,19 @@ def test_a_zoo_run_is_watched_and_continued_safely(tmp_path, monkeypatch):
     # the sessions put everything back
     assert "load" not in vars(PPO) and vars(VecNormalize)["load"] is vec_normalize_load
     assert yaml.UnsafeLoader.__module__.startswith("yaml")
+
+
+def test_the_commands_loads_by_trust(tmp_path):
+    """What a command's session puts on each algorithm of rl-zoo3's table (sb3_xppo/zoo/loading.py): a stock class
+    checks unless --trust-code, the package's classes (which check themselves) trust with it."""
+    from sb3_xppo.zoo.loading import algorithm_load
+
+    assert algorithm_load(XPPO, trust_code=False) is None and algorithm_load(PPO, trust_code=True) is None
+    XPPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, clip_range=lambda p: 0.2 * p, **small()).save(
+        tmp_path / "mine.zip"
+    )
+    trusting = algorithm_load(XPPO, trust_code=True).__get__(None, XPPO)
+    assert trusting(tmp_path / "mine.zip", device="cpu").clip_range(0.5) == pytest.approx(0.1)
+    checking = algorithm_load(PPO, trust_code=False).__get__(None, PPO)
+    with pytest.raises(UnsafeFileError, match=r"data\['clip_range'\]"):
+        checking(tmp_path / "mine.zip")
