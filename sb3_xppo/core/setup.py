@@ -29,15 +29,14 @@ from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.adaptive_lr import warn_if_schedule_ignored
 from sb3_xppo.common.distributed import ProcessGroup, rank_device
-from sb3_xppo.common.options import (
-    XPPOOptions,
-    check_clip_range,
-    check_clip_range_vf,
+from sb3_xppo.common.keywords import (
     check_normalize_advantage,
     check_parent_keywords,
+    check_ppo_keywords,
     parent_keywords,
     ppo_keywords,
 )
+from sb3_xppo.common.options import XPPOOptions
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import as_clip_schedule, unwrap_clip_schedule
 from sb3_xppo.common.value_norm import ValueNormalizer
@@ -132,16 +131,7 @@ class XPPOSetupMixin(XPPORolloutMixin):
         _init_setup_model: bool = True,
         **kwargs: Any,
     ) -> None:
-        parent = parent_algorithm(type(self))
-        kwargs = parent_keywords(parent, args, kwargs)
-        # Bad hyperparameters fail here, before any environment or network is built
-        ppo = ppo_keywords(parent, kwargs)
-        check_clip_range(ppo["clip_range"])
-        check_clip_range_vf(ppo["clip_range_vf"])
-        normalize_advantage = check_normalize_advantage(ppo["normalize_advantage"])
-        given = self.options_class.from_keywords(options, kwargs)
-        check_parent_keywords(type(self).__name__, parent, kwargs, self.options_class)
-        checked = given.checked(ppo["clip_range"], ppo["clip_range_vf"])
+        kwargs, given, checked, normalize_advantage = self.check_keywords(env, args, kwargs, options)
         if checked.distributed:  # one GPU per rank (cuda:LOCAL_RANK) where CUDA is asked for without an index
             kwargs["device"] = rank_device(kwargs.get("device", "auto"))
         if isinstance(env, str):
@@ -150,7 +140,7 @@ class XPPOSetupMixin(XPPORolloutMixin):
             if kwargs.get("verbose", 0) >= 1:
                 print(f"Creating environment from the given name '{env}' (no render mode)")
             env = gym.make(env)
-        # PPO's batch-size asserts exist only because its normalization could give NaN; XPPO's never does
+        # PPO's asserts were made above, for every parent; its normalize_advantage is XPPO's ('rollout' is no bool)
         super().__init__(policy, env, **{**kwargs, "normalize_advantage": False}, _init_setup_model=False)  # type: ignore[call-arg]
         self.normalize_advantage = normalize_advantage
         # A model set up later (one being loaded: load() may still change its options and clip ranges) checks its
@@ -165,6 +155,32 @@ class XPPOSetupMixin(XPPORolloutMixin):
             warn_if_schedule_ignored(self.learning_rate)
         if _init_setup_model:
             self._setup_model()
+
+    @classmethod
+    def check_keywords(
+        cls, env: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: XPPOOptions | None = None
+    ) -> tuple[dict[str, Any], XPPOOptions, XPPOOptions, str | bool]:
+        """
+        Every check the constructor makes before any env or network is built, also for rl-zoo3's entries before
+        their envs are (``python -m sb3_xppo.train``).
+
+        :param env: the constructor's ``env``, or the number of envs (None: unknown, as in ``load()``)
+        :param args: the parent's arguments after ``env``, positionally
+        :param kwargs: the parent's keywords and the options as plain keywords
+        :param options: the constructor's ``options``
+        :return: the parent's keywords (the options taken out), the options as given and checked, and
+            ``normalize_advantage`` in canonical form
+        :raises TypeError: for an unknown keyword
+        :raises ValueError: for a bad value, naming the keyword (a ``PPOSettingError`` where PPO asserts)
+        """
+        parent = parent_algorithm(cls)
+        kwargs = parent_keywords(parent, args, kwargs)
+        given = cls.options_class.from_keywords(options, kwargs)
+        check_parent_keywords(cls.__name__, parent, kwargs, cls.options_class)
+        ppo = ppo_keywords(parent, kwargs)
+        n_envs = env if isinstance(env, int) else env.num_envs if isinstance(env, VecEnv) else None if env is None else 1
+        normalize_advantage = check_ppo_keywords(parent, ppo, n_envs)
+        return kwargs, given, given.checked(ppo["clip_range"], ppo["clip_range_vf"]), normalize_advantage
 
     def _setup_model(self) -> None:
         self._setup_options()

@@ -67,8 +67,9 @@ class XPPO(XPPOCoreMixin, PPO):
         progress remaining (from 1 to 0). Used by the clipping value losses ('sb3', 'clipped', 'improved'),
         which require it. IMPORTANT: this clipping depends on the reward scaling.
     :param normalize_advantage: ``'minibatch'`` (True): z-score each minibatch's advantages, PPO's formula
-        (a minibatch of one is left as is, never NaN); ``'rollout'``: z-score the whole rollout once, before
-        the epochs (``masked_zscore``); False: no normalization.
+        (``batch_size=1`` is refused, as PPO does; a last minibatch of one, where ``batch_size`` does not divide the
+        rollout, is left as is, never NaN); ``'rollout'``: z-score the whole rollout once, before the epochs
+        (``masked_zscore``); False: no normalization.
     :param ent_coef: Entropy coefficient for the loss calculation
     :param vf_coef: Value function coefficient for the loss calculation
     :param max_grad_norm: The maximum value for the gradient clipping

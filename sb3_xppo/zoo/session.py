@@ -11,9 +11,10 @@ A session changes:
 - ``sys.argv``: the command's arguments, which rl-zoo3's ``train`` and ``enjoy`` parse;
 - evaluation with action masks (:mod:`sb3_xppo.zoo.evaluation`): SB3's ``evaluate_policy`` as its ``EvalCallback``
   calls it, rl-zoo3's ``create_test_env``, and ``predict`` of ``MaskablePPO`` and ``MaskableRecurrentXPPO``;
-- when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams`` (the VecEnv,
-  :mod:`sb3_xppo.zoo.vec_envs`) and ``hyperparameters_optimization`` (optuna's tables created first,
-  :mod:`sb3_xppo.zoo.storage`); with ``--distributed``, ``_preprocess_hyperparams`` again (``distributed=True``).
+- when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams``, wrapped once
+  (the VecEnv, :mod:`sb3_xppo.zoo.vec_envs`; ``distributed=True`` with ``--distributed``; the entry's keywords checked
+  before any env is built), and ``hyperparameters_optimization`` (optuna's tables created first,
+  :mod:`sb3_xppo.zoo.storage`).
 
 Not thread-safe: the changes are to modules and classes, which every thread of the process sees. Run one session at
 a time, and nothing else that uses rl-zoo3 beside it.
@@ -115,10 +116,13 @@ def install_masked_evaluation(patches: Patches) -> None:
         patches.set(maskable, "predict", evaluation.predict_with_masks(maskable.predict, test_envs))
 
 
-def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None) -> list[str]:
+def install_vec_env(
+    patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None, distributed: bool = False
+) -> list[str]:
     """
     rl-zoo3's ``ExperimentManager`` builds its envs with the VecEnv ``name`` names, else the entry's ``vec_env`` key,
-    else the lean env (:mod:`.vec_envs`).
+    else the lean env (:mod:`.vec_envs`); its entry's keywords are checked before any env is built
+    (:func:`preprocessing`, which also makes the model a data-parallel one with ``distributed``).
 
     :return: the ``--vec-env`` arguments to hand rl-zoo3
     :raises ValueError: for Ray options with another ``--vec-env``
@@ -132,16 +136,7 @@ def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, A
     someone_elses = ExperimentManager.default_vec_env_cls
     if someone_elses is None and chosen not in vec_envs.ZOO_OWN:
         patches.set(ExperimentManager, "default_vec_env_cls", vec_envs.vec_env_factory(chosen, ray_options))
-    preprocess = ExperimentManager._preprocess_hyperparams
-
-    def preprocess_with_vec_env_key(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
-        # rl-zoo3 takes its own keys out of an entry here and offers no hook: the entry's vec_env goes first
-        entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
-        if entry_choice is not None and name is None and someone_elses is None:
-            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
-        return preprocess(manager, hyperparams)
-
-    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_with_vec_env_key)
+    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocessing(name, someone_elses, ray_options, distributed))
     return ["--vec-env", chosen if chosen in vec_envs.ZOO_OWN else "dummy"]
 
 
@@ -154,17 +149,41 @@ def install_storage_tables(patches: Patches) -> None:
     )
 
 
-def install_distributed(patches: Patches) -> None:
-    """``--distributed``: every model rl-zoo3 builds from its entry is a data-parallel one (``distributed=True``)."""
+def preprocessing(
+    name: str | None, someone_elses: Any, ray_options: dict[str, Any] | None, distributed: bool
+) -> Callable[..., Any]:
+    """
+    rl-zoo3's ``ExperimentManager._preprocess_hyperparams`` (it takes its own keys out of an entry and offers no
+    hook), wrapped once for everything a session changes there: the entry's ``vec_env`` key chooses the VecEnv
+    (unless ``--vec-env`` or someone else's ``default_vec_env_cls`` did); with ``--distributed`` the model is built
+    with ``distributed=True``; and what is left for the model's constructor is checked by the algorithm
+    (``check_keywords``) before rl-zoo3 builds any env, as the constructor would check it.
+
+    :param name: ``--vec-env`` or None
+    :param someone_elses: the ``default_vec_env_cls`` set before the session, or None
+    :param ray_options: the Ray options of ``--vec-env ray``
+    :param distributed: ``--distributed``
+    :return: the replacement of ``ExperimentManager._preprocess_hyperparams``
+    """
+    import rl_zoo3.exp_manager
     from rl_zoo3.exp_manager import ExperimentManager
 
     preprocess = ExperimentManager._preprocess_hyperparams
 
-    def preprocess_distributed(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
-        # what is left of the entry after rl-zoo3's own keys goes to the model's constructor
-        return preprocess(manager, {**hyperparams, "distributed": True})
+    def preprocess_and_check(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
+        entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
+        if entry_choice is not None and name is None and someone_elses is None:
+            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
+        if distributed:
+            hyperparams = {**hyperparams, "distributed": True}
+        result = preprocess(manager, hyperparams)
+        algorithm = rl_zoo3.exp_manager.ALGOS.get(manager.algo)
+        if hasattr(algorithm, "check_keywords"):
+            keywords = {key: value for key, value in result[0].items() if key != "policy"}
+            algorithm.check_keywords(manager.n_envs, (), keywords)
+        return result
 
-    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_distributed)
+    return preprocess_and_check
 
 
 def install_argv(patches: Patches, args: Sequence[str]) -> None:
@@ -198,11 +217,9 @@ def zoo_session(
     def session(patches: Patches) -> None:
         install_algorithms(patches)
         install_masked_evaluation(patches)
-        extra = install_vec_env(patches, vec_env, ray_options) if training else []
+        extra = install_vec_env(patches, vec_env, ray_options, distributed) if training else []
         if training:
             install_storage_tables(patches)
-        if distributed:
-            install_distributed(patches)
         install_argv(patches, [*args, *extra])
 
     with applied(session):
