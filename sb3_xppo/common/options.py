@@ -10,8 +10,6 @@ Validation, one style for all: ``check_*`` raises a ``ValueError`` naming the ke
 network is built, and returns the value in its canonical form.
 """
 
-import inspect
-import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -22,7 +20,9 @@ import torch as th
 
 from sb3_xppo.common.adaptive_lr import check_adaptive_kl
 from sb3_xppo.common.distributed import check_launched
+from sb3_xppo.common.option_docs import document_options
 from sb3_xppo.common.sequences import check_sequence_batching
+from sb3_xppo.functional.actor_losses import check_hpo_log_ratio_clamp
 from sb3_xppo.functional.advantages import REDUCES
 
 ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
@@ -121,15 +121,9 @@ def resolve_min_advantage_std(min_advantage_std: float | None, actor_loss: str) 
 
 def check_log_ratio_clamp_option(log_ratio_clamp: Any, checked: Mapping[str, Any]) -> tuple[float, float] | None:
     clamp = check_log_ratio_clamp(log_ratio_clamp)
-    if clamp is not None and checked["actor_loss"] == "hpo":
-        # HPO's targets reach +-2 eps: a tighter clamp would hold the log-ratio short of them (its first value: a
-        # schedule of the clip range starts at its largest, progress_remaining = 1)
-        eps = max(starting_clip_ranges(checked["clip_range"]))
-        if not (clamp[0] <= -2 * eps and clamp[1] >= 2 * eps):
-            raise ValueError(
-                f"log_ratio_clamp={log_ratio_clamp!r} with actor_loss='hpo' must contain (-2 eps, 2 eps) = "
-                f"({-2 * eps:g}, {2 * eps:g}), the reach of HPO's targets (eps: the largest clip range)"
-            )
+    if checked["actor_loss"] == "hpo":
+        # the first value of a schedule of the clip range is its largest (progress_remaining = 1)
+        check_hpo_log_ratio_clamp(clamp, max(starting_clip_ranges(checked["clip_range"])))
     return clamp
 
 
@@ -560,28 +554,6 @@ class RecurrentXPPOOptions(XPPOOptions):
         "``RecurrentPPO``'s step-by-step loop, bit for bit. The rollout is step by step either way.",
         lambda value, checked: check_sequence_batching(value),
     )
-
-
-def param_field(name: str, text: str, width: int = 120) -> str:
-    """
-    A reST ``:param name: text`` field wrapped to ``width``, continuation lines indented, never inside an inline
-    literal (````...````).
-
-    :param name: the parameter
-    :param text: its description, reST on one line
-    :param width: the longest line
-    :return: the field's lines
-    """
-    parts = f":param {name}: {text}".split("``")
-    unbroken = "``".join(part.replace(" ", "\0") if i % 2 else part for i, part in enumerate(parts))
-    wrapped = textwrap.fill(unbroken, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
-    return wrapped.replace("\0", " ")
-
-
-def document_options(cls: type[XPPOOptions]) -> None:
-    """Append each field's ``:param:`` text to an options class's docstring (``help()``, Sphinx's autodoc)."""
-    fields_doc = [param_field(f.name, " ".join(f.metadata["doc"].split())) for f in fields(cls)]
-    cls.__doc__ = "\n".join((inspect.cleandoc(cls.__doc__ or ""), "", *fields_doc)) + "\n"
 
 
 document_options(XPPOOptions)
