@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.type_aliases import GymEnv
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_xppo.common.adaptive_lr import warn_if_schedule_ignored
@@ -38,6 +38,13 @@ from sb3_xppo.core.saving import RUNTIME_STATE, SavingMixin
 __all__ = ["RUNTIME_STATE", "AuxiliaryLossHook", "LossHook", "XPPOSetupMixin", "constructor_signature", "parent_algorithm"]
 
 
+#: the PPO keywords XPPO takes more of than PPO: a ``(low, high)`` pair of clip ranges, ``'rollout'`` normalization
+XPPO_PPO_KEYWORD_TYPES = {
+    "clip_range": float | Schedule | tuple[float | Schedule, float | Schedule],
+    "normalize_advantage": bool | str,
+}
+
+
 def parent_algorithm(cls: type) -> type:
     """
     :param cls: an XPPO algorithm (e.g. ``MaskableXPPO``)
@@ -56,7 +63,10 @@ def constructor_signature(cls: type) -> inspect.Signature:
     :param cls: an XPPO algorithm (e.g. ``MaskableXPPO``)
     :return: its constructor's signature, without ``self``
     """
-    parent = list(inspect.signature(parent_algorithm(cls).__init__).parameters.values())[1:]
+    parent = [
+        p.replace(annotation=XPPO_PPO_KEYWORD_TYPES.get(p.name, p.annotation))
+        for p in list(inspect.signature(parent_algorithm(cls).__init__).parameters.values())[1:]
+    ]
     hints = typing.get_type_hints(cls.options_class)
     options = [
         inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
