@@ -33,6 +33,8 @@ setup(
             "pytest-timeout",
             "mo-gymnasium>=1.3",
             "ruff>=0.5",
+            # .ci/run type-checks the package with SB3's configuration ([tool.mypy] in pyproject.toml)
+            "mypy>=1.10",
             # tests/test_beta.py checks the Beta distribution against scipy.stats
             "scipy",
         ],

@@ -1,7 +1,7 @@
 """
 ``python -m sb3_xppo.enjoy`` (console script ``xppo-enjoy``): rl-zoo3's ``enjoy`` with XPPO, MaskableXPPO and
 RecurrentXPPO registered (``xppo``, ``xppo_mask``, ``xppo_lstm``), or with ``--record-video`` rl-zoo3's
-``record_video``. A maskable model acts on its env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`).
+``record_video``. A maskable model acts on its env's action masks (:mod:`sb3_xppo.zoo.evaluation`).
 
 Defaults that differ from rl-zoo3's: ``--algo xppo``, ``--env LunarLander-v3`` (the same per-algorithm defaults
 as ``python -m sb3_xppo.train``) and ``--folder logs`` (where ``python -m sb3_xppo.train`` saves; rl-zoo3's

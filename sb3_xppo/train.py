@@ -7,11 +7,11 @@ Defaults that differ from rl-zoo3's: ``--algo xppo``; ``--env LunarLander-v3`` (
 ``xppo_mask``, ``xppo_lstm``) ``--conf-file`` pointing at the packaged ``sb3_xppo/zoo_configs/<algo>.yml``. Every
 rl-zoo3 flag works as in ``python -m rl_zoo3.train`` (``--env``, ``-n``, ``--seed``, ``-params``, ``--eval-freq``,
 ``-tb``, ``-optimize``, ``--storage``, ``--study-name``, ``-P``, ...) and overrides these defaults. Maskable models
-are evaluated with their env's action masks (:func:`sb3_xppo.zoo.masked_evaluation`). ``--vec-env`` takes ``lean``
+are evaluated with their env's action masks (:mod:`sb3_xppo.zoo.evaluation`). ``--vec-env`` takes ``lean``
 (the default: :class:`~sb3_xppo.vec_env.LeanVecEnv`, ``DummyVecEnv``'s numbers, faster) and ``envpool``
 (:class:`~sb3_xppo.vec_env.EnvPoolVecEnv`) and ``ray`` (:class:`~sb3_xppo.vec_env.RayVecEnv`, with ``--ray-address``
 and ``--ray-envs-per-actor``) besides rl-zoo3's ``dummy`` and ``subproc``, and a config entry may choose
-with its ``vec_env`` key, which ``--vec-env`` overrides (:func:`sb3_xppo.zoo.zoo_vec_env`). After a training run (not
+with its ``vec_env`` key, which ``--vec-env`` overrides (:mod:`sb3_xppo.zoo.vec_envs`). After a training run (not
 after ``-optimize``) it writes ``learning_curve.png`` next to the saved model and prints the eval summary.
 
 ``--distributed`` trains one data-parallel model on the ranks PyTorch's launcher starts

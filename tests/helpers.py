@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import re
 import shlex
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +346,24 @@ def zoo_model(algo: str, env_id: str, folder: Path, config: str | Path, **kwargs
     manager = ExperimentManager(argparse.Namespace(), algo, env_id, str(folder / "logs"), config=str(config), **options)
     model, _ = manager.setup_experiment()
     return model, manager
+
+
+@contextlib.contextmanager
+def masked_evaluation() -> Iterator[None]:
+    """
+    While the block runs, a maskable model acts on its env's action masks wherever rl-zoo3 evaluates or watches it
+    (the part of every zoo session that :func:`sb3_xppo.zoo.session.install_masked_evaluation` makes); everything is
+    put back when it ends.
+    """
+    from sb3_xppo.zoo.session import applied, install_masked_evaluation
+
+    with applied(install_masked_evaluation):
+        yield
+
+
+def run_with_argv(command: Callable[[], None], args: Sequence[str]) -> None:
+    """Run one of rl-zoo3's command functions (they parse ``sys.argv``) on the given arguments."""
+    from sb3_xppo.zoo.session import applied, install_argv
+
+    with applied(lambda patches: install_argv(patches, args)):
+        command()

@@ -50,7 +50,6 @@ OTHER_PUBLIC_NAMES = (
     "sb3_xppo.multi_critic.buffers.GROUP_SCALE_FLOOR",
     "sb3_xppo.zoo.register",
     "sb3_xppo.zoo.linear_reward",
-    "sb3_xppo.zoo.masked_evaluation",
     "sb3_xppo.train.main",
     "sb3_xppo.enjoy.main",
     "sb3_xppo.dagger_distill.__main__.main",

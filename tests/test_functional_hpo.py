@@ -77,7 +77,7 @@ def test_log_ratio_clamp_must_contain_twice_eps():
     for ok in (0.4, (-0.4, 0.4), (-1.0, 0.5), 10.0):
         hpo_actor_loss(logp, old, adv, log_ratio_clamp=ok)
     for bad in (0.3, (-0.3, 0.5), (-0.5, 0.39)):
-        with pytest.raises(ValueError, match=r"log_ratio_clamp .* must contain \(-0.4, 0.4\)"):
+        with pytest.raises(ValueError, match=r"log_ratio_clamp=.* must contain \(-0.4, 0.4\)"):
             hpo_actor_loss(logp, old, adv, log_ratio_clamp=bad)
     with pytest.raises(ValueError, match=r"must contain \(-0.6, 0.6\)"):
         hpo_actor_loss(logp, old, adv, eps_clip=(0.1, 0.3), log_ratio_clamp=0.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -210,3 +211,33 @@ def test_multi_critic_checkpoint_saved_before_the_relayout_loads_and_trains():
     assert model.options.reward_groups == ["a", "b"] and model.policy.separate_critics
     model.learn(32)
     assert "train/value_loss/b" in model.logger.name_to_value
+
+
+#: the files of the rollout and train() loop and the model's setup: they call the data-parallel learner (or its
+#: single-process form) the same way either way, and never ask which rank they are on
+LOOP_FILES = tuple(
+    f"core/{name}.py"
+    for name in ("algorithm", "rollout", "setup", "model_setup", "learning", "saving", "hooks", "env_wrapping")
+)
+RANK_WORDS = re.compile(r"rank|world_size|_data_parallel\s+is\b|\bif\b[^\n]*_data_parallel", re.IGNORECASE)
+
+
+def rank_mentions(text: str) -> list[str]:
+    """The lines of a loop file that mention ranks or branch on the data-parallel learner."""
+    return [line.strip() for line in text.splitlines() if RANK_WORDS.search(line)]
+
+
+@pytest.mark.parametrize("name", LOOP_FILES)
+def test_loop_files_never_mention_ranks(name):
+    assert rank_mentions((PACKAGE / name).read_text()) == []
+
+
+def test_rank_check_can_fail():
+    """Negative control: the branches the loop had before the single-process learner are found."""
+    before = [
+        "        if self._data_parallel is not None:",
+        "            step = env.num_envs * (1 if self._data_parallel is None else self._data_parallel.world_size)",
+        "        if self._data_parallel is not None and self._data_parallel.rank != 0:",
+        "        # every rank stops at the same minibatch",
+    ]
+    assert len(rank_mentions("\n".join(before))) == len(before)

@@ -25,7 +25,7 @@ from stable_baselines3.common.save_util import load_from_zip_file
 
 from sb3_xppo import XPPO, MaskableRecurrentXPPO, MaskableXPPO, RecurrentXPPO, RecurrentXPPOOptions, XPPOOptions, zoo
 from sb3_xppo.common import options as options_module
-from sb3_xppo.common.options import param_field
+from sb3_xppo.common.option_docs import param_field
 from sb3_xppo.core.setup import XPPOSetupMixin, parent_algorithm
 from sb3_xppo.zoo import search_space
 

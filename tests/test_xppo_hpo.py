@@ -59,7 +59,7 @@ def test_without_min_advantage_std_the_clip_loss_logs_no_skipping():
 def test_hpo_options_are_checked_at_construction():
     with pytest.raises(ValueError, match="dual_clip cannot be combined with actor_loss='hpo'"):
         XPPO("MlpPolicy", "CartPole-v1", actor_loss="hpo", dual_clip=3.0)
-    with pytest.raises(ValueError, match=r"must contain \(-2 eps, 2 eps\) = \(-0.6, 0.6\)"):
+    with pytest.raises(ValueError, match=r"must contain \(-0.6, 0.6\) = \(-2 eps, 2 eps\)"):
         XPPO("MlpPolicy", "CartPole-v1", actor_loss="hpo", clip_range=(0.2, 0.3), log_ratio_clamp=0.5)
     XPPO("MlpPolicy", "CartPole-v1", actor_loss="hpo", clip_range=(0.2, 0.3), log_ratio_clamp=0.6)
     XPPO("MlpPolicy", "CartPole-v1", actor_loss="clip", log_ratio_clamp=0.1)  # only HPO's targets need the room

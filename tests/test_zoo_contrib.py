@@ -19,6 +19,7 @@ import rl_zoo3.utils
 import stable_baselines3.common.callbacks as sb3_callbacks
 import torch as th
 import yaml
+from helpers import masked_evaluation, run_with_argv
 from rl_zoo3.callbacks import TrialEvalCallback
 from rl_zoo3.exp_manager import ExperimentManager
 from sb3_contrib import MaskablePPO, RecurrentPPO
@@ -215,7 +216,7 @@ def test_eval_callbacks_use_the_masks(callback_class: type[EvalCallback], tmp_pa
         return [float(r) for r in callback.evaluations_results[0]], list(callback.evaluations_length[0])
 
     assert evaluate() == ([-1.0, -1.0], [1, 1])  # rl-zoo3 alone: an illegal first move
-    with zoo.masked_evaluation():
+    with masked_evaluation():
         # 'up' wherever it is legal: right along the top row, down at the wall, then up and down for good
         assert evaluate() == ([pytest.approx(-0.5)] * 2, [50, 50])
 
@@ -227,7 +228,7 @@ def test_masked_evaluation_puts_everything_back() -> None:
         rl_zoo3.utils.create_test_env,
         MaskablePPO.predict,
     )
-    with contextlib.suppress(RuntimeError), zoo.masked_evaluation():
+    with contextlib.suppress(RuntimeError), masked_evaluation():
         assert MaskablePPO.predict is not originals[3]
         raise RuntimeError
     assert (
@@ -249,7 +250,7 @@ def test_enjoy_uses_the_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
 
     args = ["--algo", "xppo_mask", "-n", "100", "--no-render"]
     # rl-zoo3's own enjoy: model.predict(obs) without masks walks off the grid at once, every episode
-    zoo.run_with_argv(rl_zoo3.enjoy.enjoy, [*args, "--env", GRID_MAZE_ID, "-f", "logs"])
+    run_with_argv(rl_zoo3.enjoy.enjoy, [*args, "--env", GRID_MAZE_ID, "-f", "logs"])
     lengths = episode_lengths(capsys.readouterr().out)
     assert len(lengths) == 100 and set(lengths) == {1}
     # python -m sb3_xppo.enjoy (the maze is xppo_mask's default env): no illegal move, the time limit ends each episode
@@ -313,7 +314,7 @@ def test_eval_callback_uses_the_masks_and_the_lstm_state_for_xppo_mask_lstm(tmp_
         return [round(float(r), 6) for r in callback.evaluations_results[0]], list(callback.evaluations_length[0])
 
     assert evaluate() == ([-1.0, -1.0], [1, 1])  # rl-zoo3 alone: an illegal first move
-    with zoo.masked_evaluation():
+    with masked_evaluation():
         assert evaluate() == ([-0.3, -0.3], [30, 30])
     assert "predict" in vars(MaskableRecurrentXPPO)  # its own method, put back
     assert MaskableRecurrentXPPO.predict.__name__ == "predict"

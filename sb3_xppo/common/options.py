@@ -10,9 +10,6 @@ Validation, one style for all: ``check_*`` raises a ``ValueError`` naming the ke
 network is built, and returns the value in its canonical form.
 """
 
-import difflib
-import inspect
-import textwrap
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -23,7 +20,9 @@ import torch as th
 
 from sb3_xppo.common.adaptive_lr import check_adaptive_kl
 from sb3_xppo.common.distributed import check_launched
+from sb3_xppo.common.option_docs import document_options
 from sb3_xppo.common.sequences import check_sequence_batching
+from sb3_xppo.functional.actor_losses import check_hpo_log_ratio_clamp
 from sb3_xppo.functional.advantages import REDUCES
 
 ACTOR_LOSSES = ("clip", "spo", "asymmetric_spo", "hpo")
@@ -122,15 +121,9 @@ def resolve_min_advantage_std(min_advantage_std: float | None, actor_loss: str) 
 
 def check_log_ratio_clamp_option(log_ratio_clamp: Any, checked: Mapping[str, Any]) -> tuple[float, float] | None:
     clamp = check_log_ratio_clamp(log_ratio_clamp)
-    if clamp is not None and checked["actor_loss"] == "hpo":
-        # HPO's targets reach +-2 eps: a tighter clamp would hold the log-ratio short of them (its first value: a
-        # schedule of the clip range starts at its largest, progress_remaining = 1)
-        eps = max(starting_clip_ranges(checked["clip_range"]))
-        if not (clamp[0] <= -2 * eps and clamp[1] >= 2 * eps):
-            raise ValueError(
-                f"log_ratio_clamp={log_ratio_clamp!r} with actor_loss='hpo' must contain (-2 eps, 2 eps) = "
-                f"({-2 * eps:g}, {2 * eps:g}), the reach of HPO's targets (eps: the largest clip range)"
-            )
+    if checked["actor_loss"] == "hpo":
+        # the first value of a schedule of the clip range is its largest (progress_remaining = 1)
+        check_hpo_log_ratio_clamp(clamp, max(starting_clip_ranges(checked["clip_range"])))
     return clamp
 
 
@@ -563,28 +556,6 @@ class RecurrentXPPOOptions(XPPOOptions):
     )
 
 
-def param_field(name: str, text: str, width: int = 120) -> str:
-    """
-    A reST ``:param name: text`` field wrapped to ``width``, continuation lines indented, never inside an inline
-    literal (````...````).
-
-    :param name: the parameter
-    :param text: its description, reST on one line
-    :param width: the longest line
-    :return: the field's lines
-    """
-    parts = f":param {name}: {text}".split("``")
-    unbroken = "``".join(part.replace(" ", "\0") if i % 2 else part for i, part in enumerate(parts))
-    wrapped = textwrap.fill(unbroken, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
-    return wrapped.replace("\0", " ")
-
-
-def document_options(cls: type[XPPOOptions]) -> None:
-    """Append each field's ``:param:`` text to an options class's docstring (``help()``, Sphinx's autodoc)."""
-    fields_doc = [param_field(f.name, " ".join(f.metadata["doc"].split())) for f in fields(cls)]
-    cls.__doc__ = "\n".join((inspect.cleandoc(cls.__doc__ or ""), "", *fields_doc)) + "\n"
-
-
 document_options(XPPOOptions)
 document_options(RecurrentXPPOOptions)
 
@@ -612,44 +583,6 @@ def resolve_value_loss(value_loss: str | None, clip_range_vf: Any) -> str:
     if value_loss is None:
         return "mse" if clip_range_vf is None else "sb3"
     return value_loss
-
-
-def check_normalize_advantage(normalize_advantage: bool | str) -> str | bool:
-    """True means 'minibatch' (PPO's); returns 'minibatch', 'rollout' or False."""
-    if isinstance(normalize_advantage, (bool, np.bool_)):
-        return "minibatch" if normalize_advantage else False
-    if normalize_advantage not in ADVANTAGE_NORMALIZATIONS:
-        raise ValueError(
-            f"normalize_advantage must be one of {ADVANTAGE_NORMALIZATIONS} (True means 'minibatch'), "
-            f"got {normalize_advantage!r}"
-        )
-    return normalize_advantage
-
-
-def check_clip_fraction(name: str, value: Any) -> None:
-    if callable(value):
-        return
-    if not is_number(value) or not 0 < value < 1:
-        raise ValueError(f"{name} must be a number in (0, 1) or a schedule (callable of progress_remaining), got {value!r}")
-
-
-def check_clip_range(clip_range: Any) -> None:
-    if isinstance(clip_range, (tuple, list)):
-        if len(clip_range) != 2:
-            raise ValueError(
-                f"clip_range must be a float in (0, 1), a schedule or a (low, high) pair of those, got {clip_range!r}"
-            )
-        check_clip_fraction("clip_range (low)", clip_range[0])
-        check_clip_fraction("clip_range (high)", clip_range[1])
-    else:
-        check_clip_fraction("clip_range", clip_range)
-
-
-def check_clip_range_vf(clip_range_vf: Any) -> None:
-    if clip_range_vf is None or callable(clip_range_vf):
-        return
-    if not is_number(clip_range_vf) or clip_range_vf <= 0:
-        raise ValueError(f"clip_range_vf must be None (no value clipping), a number > 0 or a schedule, got {clip_range_vf!r}")
 
 
 def check_log_ratio_clamp(log_ratio_clamp: Any) -> tuple[float, float] | None:
@@ -723,53 +656,3 @@ def group_value_weight_values(
         if weights.shape != (n_groups,) or not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
             raise ValueError(error)
     return None if (weights == 1.0).all() else weights.tolist()
-
-
-def parent_keywords(parent: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """
-    The parent algorithm's arguments after ``policy`` and ``env``, given positionally or by keyword, all as keywords
-    (so that XPPO's subclass of, e.g., ``MaskablePPO`` takes them exactly as ``MaskablePPO`` does).
-
-    :param parent: the SB3 algorithm (e.g. ``MaskablePPO``)
-    :param args: positional arguments after ``env``
-    :param kwargs: keyword arguments
-    :return: keyword arguments
-    :raises TypeError: as the parent would, for too many positional arguments or one given twice
-    """
-    names = list(inspect.signature(parent.__init__).parameters)[3:]  # after self, policy, env
-    if len(args) > len(names):
-        raise TypeError(f"{parent.__name__} takes at most {len(names) + 2} positional arguments, got {len(args) + 2}")
-    twice = [name for name in names[: len(args)] if name in kwargs]
-    if twice:
-        raise TypeError(f"got multiple values for argument {twice[0]!r}")
-    return {**dict(zip(names, args, strict=False)), **kwargs}
-
-
-def check_parent_keywords(algorithm: str, parent: type, kwargs: dict[str, Any], options: type[XPPOOptions]) -> None:
-    """
-    :param algorithm: the XPPO class's name, for the message
-    :param parent: the SB3 algorithm whose keywords ``kwargs`` must be, the options taken out
-    :param kwargs: what is left of the constructor's keywords
-    :param options: the algorithm's options class, for the suggestion
-    :raises TypeError: for a keyword neither the parent nor the options know, before any env or network is built
-    """
-    known = [name for name in inspect.signature(parent.__init__).parameters if name not in ("self", "policy", "env")]
-    unknown = [name for name in kwargs if name not in known]
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], [*known, *options.names()], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(f"{algorithm} got an unexpected keyword argument {unknown[0]!r}{hint}")
-
-
-def ppo_keywords(parent: type, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """
-    The PPO keywords XPPO reads differently (``clip_range``, ``clip_range_vf``, ``normalize_advantage``), as given in
-    ``kwargs`` or else the parent algorithm's defaults, for :meth:`XPPOOptions.checked`.
-
-    :param parent: the SB3 algorithm (e.g. ``MaskablePPO``) whose other keywords pass through ``kwargs``
-    :param kwargs: the keywords given
-    :return: the three keywords' values
-    """
-    signature = inspect.signature(parent.__init__)
-    names = ("clip_range", "clip_range_vf", "normalize_advantage")
-    return {name: kwargs.get(name, signature.parameters[name].default) for name in names}

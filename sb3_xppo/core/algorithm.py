@@ -23,11 +23,10 @@ from sb3_xppo.common.schedules import ClipRange
 from sb3_xppo.common.value_norm import ValueNormalizer
 from sb3_xppo.core.fast_paths import trusted_policy_calls
 from sb3_xppo.core.loading import SafeLoadMixin
-from sb3_xppo.core.losses import MinibatchLosses, minibatch_zscore, reduce_value_losses, valid_mean, zscore_group_terms
+from sb3_xppo.core.losses import MinibatchLosses, reduce_value_losses, valid_mean, zscore_group_terms
 from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import MinibatchTerms, TrainRecord, minibatch_ratio_statistics
 from sb3_xppo.core.setup import AuxiliaryLossHook, LossHook, XPPOSetupMixin
-from sb3_xppo.functional.masked import masked_zscore
 
 __all__ = ["AuxiliaryLossHook", "LossHook", "XPPOCoreMixin", "valid_mean"]
 
@@ -106,8 +105,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         clip_range_vf = None
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)
-        if self._data_parallel is not None:
-            self._data_parallel.merge_vec_normalize(self)
+        self._data_parallel.merge_vec_normalize(self)
         if self.normalize_advantage == "rollout":
             self._normalize_rollout_advantages()
 
@@ -137,13 +135,9 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         normalizer = self.policy.value_net if isinstance(getattr(self.policy, "value_net", None), ValueNormalizer) else None
         try:
             if self.options.normalize_values:
-                # PopArt: the statistics take this rollout's returns (every rank's), the head is rescaled to keep its values
+                # PopArt: the statistics take this rollout's returns (every process's), the head is rescaled to keep its values
                 returns = th.as_tensor(self.rollout_buffer.returns, device=self.device)
-                if self._data_parallel is None:
-                    self.policy.value_net.update(returns)
-                else:
-                    returns = returns.reshape(-1, len(self.policy.value_net.mean))
-                    self.policy.value_net.update_moments(*self._data_parallel.value_moments(returns))
+                self._data_parallel.update_value_statistics(self.policy.value_net, returns)
             if normalizer is not None:
                 normalizer.fix_statistics()  # they stay put during the epochs: their std computed once
             with optimizer_step:
@@ -177,9 +171,9 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         for epoch in range(self.n_epochs):
             # Do a complete pass on the rollout buffer
             minibatches = self.rollout_buffer.get(self.batch_size)
-            if self._data_parallel is not None and self.normalize_advantage == "minibatch":
-                # the global statistics of every minibatch of the epoch, in one collective
-                minibatches = self._data_parallel.with_advantage_moments(list(minibatches), self._valid_samples)
+            if self.normalize_advantage == "minibatch":
+                # (data-parallel: the global statistics of every minibatch of the epoch, in one collective)
+                minibatches = self._data_parallel.with_advantage_moments(minibatches, self._valid_samples)
             for rollout_data in minibatches:
                 loss, terms = self.minibatch_loss(rollout_data, losses)
                 record.add(epoch, terms)
@@ -187,10 +181,8 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
                 if self.target_kl is not None:
                     # Approximate reverse KL for early stopping, as PPO (http://joschu.net/blog/kl-approx.html)
                     log_ratio = terms.log_ratio
-                    if self._data_parallel is None:
-                        approx_kl_div = valid_mean((th.exp(log_ratio) - 1) - log_ratio, terms.valid).cpu().numpy()
-                    else:  # every rank stops at the same minibatch
-                        approx_kl_div = self._data_parallel.mean_kl((th.exp(log_ratio) - 1) - log_ratio, terms.valid)
+                    # (data-parallel: over the global minibatch, so that every process stops at the same one)
+                    approx_kl_div = self._data_parallel.mean_kl((th.exp(log_ratio) - 1) - log_ratio, terms.valid)
                     if approx_kl_div > 1.5 * self.target_kl:
                         continue_training = False
                         if self.verbose >= 1:
@@ -236,10 +228,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         # Normalize advantage (with group_gradients the groups' terms, (batch, G))
         advantages = rollout_data.advantages
         if self.normalize_advantage == "minibatch":
-            if self._data_parallel is None:
-                advantages = minibatch_zscore(advantages, valid)
-            else:  # the global minibatch's statistics
-                advantages = self._data_parallel.minibatch_zscore(advantages, valid)
+            advantages = self._data_parallel.minibatch_zscore(advantages, valid)
 
         # Actor: the surrogate of options.actor_loss, averaged over the valid samples
         policy_loss, skipped, conflicts = losses.actor(log_prob, rollout_data.old_log_prob, advantages, valid)
@@ -271,10 +260,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
             normalized = zscore_group_terms(terms.reshape(-1, terms.shape[-1])).reshape(terms.shape)
             self.rollout_buffer.group_terms = normalized.numpy()
         advantages = th.as_tensor(self.rollout_buffer.advantages)
-        if self._data_parallel is None:
-            self.rollout_buffer.advantages = masked_zscore(advantages).numpy()
-        else:  # every rank's rollout
-            self.rollout_buffer.advantages = self._data_parallel.rollout_zscore(advantages).numpy()
+        self.rollout_buffer.advantages = self._data_parallel.rollout_zscore(advantages).numpy()
 
     def _auxiliary_loss(self, rollout_data: Any) -> th.Tensor | None:
         """The sum of the auxiliary loss hooks' losses on this minibatch, None when there is none."""
@@ -302,9 +288,8 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         """
         assert self.options.adaptive_kl is not None
         first = record.epochs.index(epoch)
-        kl = mean_approx_kl(record.log_ratios[first:], record.valid[first:])
-        if self._data_parallel is not None:  # every rank takes the same learning rate
-            kl = self._data_parallel.average(kl, "averaging the epoch's approximate KL")
+        # (data-parallel: averaged over the processes, so that all take the same learning rate)
+        kl = self._data_parallel.average(mean_approx_kl(record.log_ratios[first:], record.valid[first:]), "the epoch's KL")
         optimizer = self.policy.optimizer
         lr = adapt_learning_rate(optimizer.param_groups[0]["lr"], kl, **self.options.adaptive_kl)
         update_learning_rate(optimizer, lr)
@@ -321,7 +306,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         groups = self.options.reward_groups
         per_part = groups is not None and len(groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
         parts = split_parameters(self.policy) if per_part or self._log_grad_norms() else None
-        average = None if self._data_parallel is None else self._data_parallel.group.average_gradients
+        average = self._data_parallel.gradient_averaging
         return OptimizerStep(
             self.policy, self.max_grad_norm, parts, bool(per_part), fast=self.options.fast_paths, average=average
         )

@@ -180,6 +180,17 @@ def _hooks_free(optimizer: th.optim.Optimizer) -> bool:
     )
 
 
+#: the per-parameter state of ``torch.optim.Adam`` that :class:`FlatAdam` lays out flat and writes (torch's own
+#: names; ``tests/test_private_attributes.py`` fails, naming the key, when torch's Adam keeps other state)
+ADAM_STATE_KEYS = frozenset({"step", "exp_avg", "exp_avg_sq"})
+#: the options of ``torch.optim.Adam``'s parameter group that :meth:`FlatAdam.eligible` knows (reads, or knows to
+#: leave the step unchanged: ``foreach``); an option torch adds later makes the optimizer ineligible (torch's own step)
+ADAM_OPTIONS = frozenset(
+    {"params", "lr", "betas", "eps", "weight_decay", "decoupled_weight_decay", "amsgrad", "maximize", "foreach"}
+    | {"capturable", "differentiable", "fused"}
+)
+
+
 class FlatAdam:
     """
     PPO's optimizer step, ``optimizer.zero_grad()``, ``clip_grad_norm_(parameters, max_norm)`` and
@@ -240,6 +251,8 @@ class FlatAdam:
         if type(optimizer) is not th.optim.Adam or len(optimizer.param_groups) != 1 or not params:
             return False
         group = optimizer.param_groups[0]
+        if not set(group) <= ADAM_OPTIONS:
+            return False
         if len(group["params"]) != len(params) or any(p is not q for p, q in zip(group["params"], params, strict=True)):
             return False
         beta1, beta2 = group["betas"]
@@ -358,7 +371,7 @@ class FlatAdam:
             return False
         states = [self.optimizer.state.get(p) for p in self.params]
         for p, state in zip(self.params, states, strict=True):
-            if not state or set(state) != {"step", "exp_avg", "exp_avg_sq"}:
+            if not state or set(state) != ADAM_STATE_KEYS:
                 return False  # the first step creates the state
             step = state["step"]
             if not (isinstance(step, th.Tensor) and step.ndim == 0 and step.device.type == "cpu"):

@@ -5,6 +5,7 @@ The losses of one XPPO ``train()`` call: :class:`MinibatchLosses` holds the acto
 (:func:`valid_mean`: a recurrent minibatch's padding does not count).
 """
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -20,22 +21,10 @@ from sb3_xppo.functional import (
     ppo_actor_loss,
     spo_actor_loss,
 )
-from sb3_xppo.functional.masked import EPS, masked_moments
+from sb3_xppo.functional.masked import minibatch_zscore, valid_mean, zscore_group_terms
 
-
-def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) -> th.Tensor:
-    """
-    The mean over the valid samples: ``x.mean()`` (all count), else ``x[valid].mean()``, the form sb3-contrib's
-    ``RecurrentPPO`` reduces its padded minibatches with (bit for bit).
-
-    :param x: ``(batch, ...)``
-    :param valid: ``(batch,)`` bool, or None
-    :param dim: reduce this dim only (e.g. 0, keeping a group dim)
-    :return: the mean
-    """
-    if valid is not None:
-        x = x[valid]
-    return x.mean() if dim is None else x.mean(dim=dim)
+# valid_mean, minibatch_zscore and zscore_group_terms stay importable here
+__all__ = ["MinibatchLosses", "minibatch_zscore", "reduce_value_losses", "valid_mean", "zscore_group_terms"]
 
 
 def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> th.Tensor:
@@ -52,46 +41,15 @@ def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> t
     return value_losses.sum() if weights is None else (value_losses * weights).sum()
 
 
-def zscore_group_terms(terms: th.Tensor, valid: th.Tensor | None = None, minibatch: bool = False) -> th.Tensor:
-    """
-    The groups' terms of the combined advantages normalized as the combined advantages are: each term minus its mean
-    over the (valid) samples, all divided by the spread of their sum; so the normalized terms sum to the z-scored
-    combined advantages (up to rounding).
-
-    :param terms: ``(batch, G)``
-    :param valid: ``(batch,)`` bool, or None (all count)
-    :param minibatch: PPO's per-minibatch form, ``/ (std + 1e-8)`` with the unbiased std (left as they are where fewer
-        than two samples count); else the rollout's, :func:`~sb3_xppo.functional.masked.masked_zscore`'s
-        ``/ sqrt(var + eps)`` with the population variance
-    :return: ``(batch, G)``
-    """
-    counted = terms if valid is None else terms[valid]
-    if minibatch and len(counted) <= 1:
-        return terms
-    centred = terms - counted.mean(0)
-    if minibatch:
-        return centred / (counted.sum(-1).std() + 1e-8)
-    _, var = masked_moments(counted.sum(-1))
-    return centred * th.rsqrt(var + EPS)
+#: ``(values, old_values, returns, valid) -> loss``: a value loss of one minibatch, reduced over its (valid) samples
+ValueLossFn = Callable[[th.Tensor, th.Tensor, th.Tensor, "th.Tensor | None"], th.Tensor]
 
 
-def minibatch_zscore(advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
-    """
-    ``normalize_advantage='minibatch'``: PPO's z-score (unbiased std; its statistics over the valid samples, as
-    ``RecurrentPPO``), kept in that form for exact reproduction; a minibatch of one (valid) sample is left as is
-    instead of becoming NaN. The groups' terms ``(batch, G)`` of ``group_gradients`` go through
-    :func:`zscore_group_terms`, so that they sum to the z-scored combined advantages.
-
-    :param advantages: ``(batch,)``, or ``(batch, G)`` the groups' terms
-    :param valid: ``(batch,)`` bool or None
-    :return: the same shape
-    """
-    if advantages.ndim == 2:
-        return zscore_group_terms(advantages, valid, minibatch=True)
-    counted = advantages if valid is None else advantages[valid]
-    if len(counted) <= 1:
-        return advantages
-    return (advantages - counted.mean()) / (counted.std() + 1e-8)
+def mse_value_loss(values: th.Tensor, old_values: th.Tensor, returns: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+    """The MSE of the values, as PPO reduces it: ``F.mse_loss(returns, values)``, its built-in mean (bit for bit)."""
+    if values.ndim == 1 and valid is None:
+        return F.mse_loss(returns, values)
+    return valid_mean(F.mse_loss(values, returns, reduction="none"), valid, dim=0)
 
 
 class MinibatchLosses:
@@ -136,6 +94,9 @@ class MinibatchLosses:
         self.value_weights = None if weights is None else th.as_tensor(weights, dtype=th.float32, device=device)
         # group_gradients='pcgrad': the minibatches' advantages are the groups' terms (batch, G), one actor loss each
         self.group_params = [p for p in policy.parameters() if p.requires_grad] if options.group_gradients else None
+        #: the critics' values to normalized units (``normalize_values``), else None
+        self.normalize = policy.value_net.normalize if options.normalize_values else None
+        self.value_fn = self.value_loss_fn()
 
     def actor(
         self, log_prob: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor, valid: th.Tensor | None
@@ -178,7 +139,7 @@ class MinibatchLosses:
 
     def value(self, values: th.Tensor, old_values: th.Tensor, returns: th.Tensor, valid: th.Tensor | None = None) -> th.Tensor:
         """
-        The value loss selected by ``value_loss``, averaged over the (valid) samples of the batch.
+        The value loss of ``value_loss`` (picked once, :meth:`value_loss_fn`), averaged over the (valid) samples.
 
         :param values: predicted values, ``(batch,)`` or ``(batch, G)``
         :param old_values: values at collection, same shape
@@ -186,28 +147,28 @@ class MinibatchLosses:
         :param valid: ``(batch,)`` bool, the samples that count (None: all)
         :return: a scalar, or ``(G,)`` for grouped values
         """
-        value_loss, clip_range_vf = self.options.value_loss, self.clip_range_vf
-        if self.options.normalize_values:
+        if self.normalize is not None:
             # In normalized units: commensurate across groups, and clip_range_vf means the same for every group
-            values, old_values, returns = (self.policy.value_net.normalize(x) for x in (values, old_values, returns))
-        if value_loss == "hl_gauss":
+            values, old_values, returns = self.normalize(values), self.normalize(old_values), self.normalize(returns)
+        return self.value_fn(values, old_values, returns, valid)
+
+    def value_loss_fn(self) -> ValueLossFn:
+        """:return: the value loss that ``value_loss`` names, with this call's ``clip_range_vf``"""
+        clip, name = self.clip_range_vf, self.options.value_loss
+        if name == "hl_gauss":
             # Cross-entropy of the categorical critic's last forward pass (this minibatch's), clipped in scalar space
             head = self.policy.value_net.head if self.options.normalize_values else self.policy.value_net
-            elementwise = head.loss(returns, old_values, clip_range_vf).reshape(returns.shape)
-        elif value_loss in ("mse", "sb3") or clip_range_vf is None:
-            if value_loss == "sb3" and clip_range_vf is not None:
-                # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
-                values = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)
-            if values.ndim == 1 and valid is None:
-                # PPO's own call: mse_loss's built-in mean rounds the gradient exactly as PPO does (bit-exact)
-                return F.mse_loss(returns, values)
-            if values.shape == returns.shape:
-                # clipped_value_loss_fn without a clip is this call (its argument checks cost more than the loss)
-                elementwise = F.mse_loss(values, returns, reduction="none")
-            else:
-                elementwise = clipped_value_loss_fn(values, returns=returns, clip=None, reduction="none")
-        elif value_loss == "clipped":
-            elementwise = clipped_value_loss_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
-        else:
-            elementwise = improved_value_clipping_fn(values, old_values, returns, clip=clip_range_vf, reduction="none")
-        return valid_mean(elementwise, valid, dim=0)
+            return lambda values, old, returns, valid: valid_mean(
+                head.loss(returns, old, clip).reshape(returns.shape), valid, dim=0
+            )
+        if name == "mse" or clip is None:  # ('sb3' without clip_range_vf: the options check refuses the others)
+            return mse_value_loss
+        if name == "sb3":
+            # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
+            return lambda values, old, returns, valid: mse_value_loss(
+                old + th.clamp(values - old, -clip, clip), old, returns, valid
+            )
+        clipped = clipped_value_loss_fn if name == "clipped" else improved_value_clipping_fn
+        return lambda values, old, returns, valid: valid_mean(
+            clipped(values, old, returns, clip=clip, reduction="none"), valid, dim=0
+        )

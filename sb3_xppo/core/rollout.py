@@ -34,9 +34,9 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.utils.hooks import RemovableHandle
 
+from sb3_xppo.common.distributed import SINGLE_PROCESS, DataParallel, SingleProcess
 from sb3_xppo.common.finite import VecNormalizeGuard, check_finite_observation, guarded_env, rollout_non_finite_error
 from sb3_xppo.common.options import XPPOOptions
-from sb3_xppo.core.data_parallel import DataParallel
 from sb3_xppo.core.fast_paths import all_finite, library_modules_only, parameters_finite, trusted_policy_calls
 from sb3_xppo.core.hooks import add_hook
 from sb3_xppo.multi_critic.wrappers import GroupRewards
@@ -159,8 +159,9 @@ class XPPORolloutMixin:
 
     #: how this algorithm's rollout calls its policy
     policy_calls_class: ClassVar[type[PolicyCalls]] = PolicyCalls
-    #: ``distributed=True``: the collectives that keep the ranks one learner (runtime state, never saved)
-    _data_parallel: DataParallel | None = None
+    #: the collectives that keep the processes of ``distributed=True`` one learner, and the same calls doing one
+    #: process's work otherwise (runtime state, never saved)
+    _data_parallel: DataParallel | SingleProcess = SINGLE_PROCESS
     # Set by the SB3 algorithm and the XPPO core (``options``: XPPO's options)
     options: XPPOOptions
     policy: Any
@@ -217,8 +218,8 @@ class XPPORolloutMixin:
         :return: True if the rollout completed, False if a callback stopped it
         """
         go_on = self._checked_collect(env, callback, rollout_buffer, n_rollout_steps, use_masking)
-        # a data-parallel run goes on only if every rank's rollout did (a callback's stop on one rank stops all)
-        return go_on if self._data_parallel is None else self._data_parallel.agree_to_go_on(go_on)
+        # (data-parallel: the run goes on only if every rollout did; a callback's stop on one process stops all)
+        return self._data_parallel.agree_to_go_on(go_on)
 
     def _checked_collect(
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: RolloutBuffer, n_rollout_steps: int, use_masking: bool
@@ -268,8 +269,8 @@ class XPPORolloutMixin:
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
         fast = self._fast_policy_calls()
-        # num_timesteps counts every rank's steps (data-parallel: the ranks step alike)
-        step_timesteps = env.num_envs * (1 if self._data_parallel is None else self._data_parallel.world_size)
+        # num_timesteps counts every process's steps (data-parallel: they step alike)
+        step_timesteps = env.num_envs * self._data_parallel.n_processes
 
         callback.on_rollout_start()
 

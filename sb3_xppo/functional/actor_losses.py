@@ -205,12 +205,7 @@ def hpo_actor_loss(
     if c_low < 0 or c_high < 0:
         raise ValueError(f"advantage_clip must be >= 0 (the target is eps * clamp(A, -c_low, c_high)), got {advantage_clip!r}")
     bounds = _log_ratio_bounds(log_ratio_clamp)
-    reach = 2 * max(low, high)
-    if bounds is not None and (bounds[0] > -reach or bounds[1] < reach):
-        raise ValueError(
-            f"log_ratio_clamp {log_ratio_clamp!r} must contain (-{reach:g}, {reach:g}), twice the largest eps_clip: "
-            "a tighter clamp hides the targets eps * clamp(A) from the log-ratio"
-        )
+    check_hpo_log_ratio_clamp(log_ratio_clamp, max(low, high))
 
     def elementwise(log_ratio: th.Tensor, adv: th.Tensor) -> th.Tensor:
         # the side's clip range, exact in the compute dtype: high where A >= 0, low elsewhere
@@ -235,6 +230,25 @@ def hpo_actor_loss(
         return_stats,
         straight_through=True,
     )
+
+
+def check_hpo_log_ratio_clamp(log_ratio_clamp: LogRatioClamp, eps: float) -> None:
+    """
+    HPO's rule for ``log_ratio_clamp``, in one place (the loss checks it at each call, XPPO's options at
+    construction): the clamp must contain ``(-2 eps, 2 eps)``, the reach of HPO's targets ``eps * clamp(A, -2, 2)``.
+
+    :param log_ratio_clamp: None, a number ``c`` (``(-c, c)``) or a ``(low, high)`` pair
+    :param eps: the largest clip range
+    :raises ValueError: naming ``log_ratio_clamp`` and the interval it must contain
+    """
+    bounds = _log_ratio_bounds(log_ratio_clamp)
+    reach = 2 * eps
+    if bounds is not None and (bounds[0] > -reach or bounds[1] < reach):
+        raise ValueError(
+            f"log_ratio_clamp={log_ratio_clamp!r} with HPO (actor_loss='hpo') must contain ({-reach:g}, {reach:g}) = "
+            "(-2 eps, 2 eps), twice the largest clip range: a tighter clamp hides HPO's targets eps * clamp(A, -2, 2) "
+            "from the log-ratio"
+        )
 
 
 def _clipped_surrogate(ratio: th.Tensor, adv: th.Tensor, low: float, high: float) -> th.Tensor:

@@ -144,3 +144,60 @@ def zero_masked(x: th.Tensor, mask: th.Tensor, out: th.Tensor | None = None) -> 
 def _apply_mask(x: th.Tensor, mask: th.Tensor) -> th.Tensor:
     """``x * mask`` with exact zeros where the mask is 0 (a NaN there must not leak)."""
     return zero_masked(x if mask.dtype == th.bool else x * mask.to(x.dtype), mask)
+
+
+def valid_mean(x: th.Tensor, valid: th.Tensor | None, dim: int | None = None) -> th.Tensor:
+    """
+    The mean over the valid samples: ``x.mean()`` (all count), else ``x[valid].mean()``, the form sb3-contrib's
+    ``RecurrentPPO`` reduces its padded minibatches with (bit for bit).
+
+    :param x: ``(batch, ...)``
+    :param valid: ``(batch,)`` bool, or None
+    :param dim: reduce this dim only (e.g. 0, keeping a group dim)
+    :return: the mean
+    """
+    if valid is not None:
+        x = x[valid]
+    return x.mean() if dim is None else x.mean(dim=dim)
+
+
+def zscore_group_terms(terms: th.Tensor, valid: th.Tensor | None = None, minibatch: bool = False) -> th.Tensor:
+    """
+    The groups' terms of the combined advantages normalized as the combined advantages are: each term minus its mean
+    over the (valid) samples, all divided by the spread of their sum; so the normalized terms sum to the z-scored
+    combined advantages (up to rounding).
+
+    :param terms: ``(batch, G)``
+    :param valid: ``(batch,)`` bool, or None (all count)
+    :param minibatch: PPO's per-minibatch form, ``/ (std + 1e-8)`` with the unbiased std (left as they are where fewer
+        than two samples count); else the rollout's, :func:`~sb3_xppo.functional.masked.masked_zscore`'s
+        ``/ sqrt(var + eps)`` with the population variance
+    :return: ``(batch, G)``
+    """
+    counted = terms if valid is None else terms[valid]
+    if minibatch and len(counted) <= 1:
+        return terms
+    centred = terms - counted.mean(0)
+    if minibatch:
+        return centred / (counted.sum(-1).std() + 1e-8)
+    _, var = masked_moments(counted.sum(-1))
+    return centred * th.rsqrt(var + EPS)
+
+
+def minibatch_zscore(advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+    """
+    ``normalize_advantage='minibatch'``: PPO's z-score (unbiased std; its statistics over the valid samples, as
+    ``RecurrentPPO``), kept in that form for exact reproduction; a minibatch of one (valid) sample is left as is
+    instead of becoming NaN. The groups' terms ``(batch, G)`` of ``group_gradients`` go through
+    :func:`zscore_group_terms`, so that they sum to the z-scored combined advantages.
+
+    :param advantages: ``(batch,)``, or ``(batch, G)`` the groups' terms
+    :param valid: ``(batch,)`` bool or None
+    :return: the same shape
+    """
+    if advantages.ndim == 2:
+        return zscore_group_terms(advantages, valid, minibatch=True)
+    counted = advantages if valid is None else advantages[valid]
+    if len(counted) <= 1:
+        return advantages
+    return (advantages - counted.mean()) / (counted.std() + 1e-8)

@@ -81,6 +81,27 @@ def zoo_time_limit() -> type[gym.Wrapper] | None:
     return getattr(patches, "PatchedTimeLimit", None)
 
 
+#: the state of SB3's ``Monitor`` that :meth:`EnvStack.step` does the bookkeeping of, as ``Monitor.step`` does (its
+#: own attributes; ``tests/test_private_attributes.py`` fails, naming the attribute, when ``Monitor`` changes them)
+MONITOR_STATE = (
+    "needs_reset",
+    "rewards",
+    "t_start",
+    "info_keywords",
+    "episode_returns",
+    "episode_lengths",
+    "episode_times",
+    "current_reset_info",
+    "results_writer",
+    "total_steps",
+)
+#: the private state of gymnasium's ``TimeLimit`` (and rl-zoo3's ``PatchedTimeLimit``) that :meth:`EnvStack.step`
+#: counts and reads, in its one loop over the time limits
+TIME_LIMIT_STATE = ("_elapsed_steps", "_max_episode_steps")
+#: what :meth:`EnvStack._skippable` reads of gymnasium's ``OrderEnforcing`` and ``PassiveEnvChecker``
+ORDER_ENFORCING_STATE = ("_has_reset",)
+ENV_CHECKER_STATE = ("checked_step", "checked_data_reuse")
+
 #: the ``step`` functions that, once the env is reset and checked, pass the step of the env beneath through:
 #: ``gym.Wrapper``'s (a wrapper that does not override it), ``OrderEnforcing``'s and ``PassiveEnvChecker``'s
 PASS_THROUGH_STEPS: frozenset[Callable[..., Any]] = frozenset({gym.Wrapper.step, OrderEnforcing.step, PassiveEnvChecker.step})

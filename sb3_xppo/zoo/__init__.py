@@ -8,9 +8,9 @@ to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"``, ``R
 ``enjoy_sbx.py`` plug in the SBX algorithms.
 Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
 unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for what rl-zoo3 cannot do: give a
-maskable model its env's action masks when it evaluates or watches it (:func:`~sb3_xppo.zoo.masked_evaluation`),
+maskable model its env's action masks when it evaluates or watches it (:mod:`sb3_xppo.zoo.evaluation`),
 build its envs with the lean vector env, EnvPool or Ray (``--vec-env``, an entry's ``vec_env`` key:
-:func:`~sb3_xppo.zoo.zoo_vec_env`), and create optuna's tables before a distributed search. All of it is done to
+:mod:`sb3_xppo.zoo.vec_envs`), and create optuna's tables before a distributed search. All of it is done to
 rl-zoo3's and SB3's objects in one module, :mod:`sb3_xppo.zoo.session`, under one context manager,
 :func:`~sb3_xppo.zoo.zoo_session`, that puts everything back.
 
@@ -47,7 +47,7 @@ from sb3_xppo.zoo.search_space import (
     sample_xppo_lstm_params,
     sample_xppo_params,
 )
-from sb3_xppo.zoo.session import masked_evaluation, register, run_with_argv, zoo_session, zoo_vec_env
+from sb3_xppo.zoo.session import register, zoo_session
 from sb3_xppo.zoo.storage import prepare_storage
 from sb3_xppo.zoo.vec_envs import DEFAULT_VEC_ENV, VEC_ENV_CHOICES, VEC_ENV_KEY, split_ray_args, split_vec_env_arg
 
@@ -75,16 +75,13 @@ __all__ = [
     "default_env",
     "find_run_dirs",
     "linear_reward",
-    "masked_evaluation",
     "plot_learning_curve",
     "prepare_storage",
     "register",
-    "run_with_argv",
     "sample_xppo_lstm_params",
     "sample_xppo_params",
     "split_ray_args",
     "split_vec_env_arg",
     "summarize_evaluations",
     "zoo_session",
-    "zoo_vec_env",
 ]

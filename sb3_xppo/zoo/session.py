@@ -15,9 +15,10 @@ A session changes:
   table, ``VecNormalize.load``, SB3's ``load_from_pkl`` (replay buffers), rl-zoo3's ``get_saved_hyperparams`` and
   ``yaml.UnsafeLoader`` (what its ``enjoy`` and ``record_video`` read ``args.yml`` with), so that no code from the
   agent's files runs; with ``--trust-code``, instead, the package's algorithms load as SB3 does;
-- when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams`` (the VecEnv,
-  :mod:`sb3_xppo.zoo.vec_envs`) and ``hyperparameters_optimization`` (optuna's tables created first,
-  :mod:`sb3_xppo.zoo.storage`); with ``--distributed``, ``_preprocess_hyperparams`` again (``distributed=True``).
+- when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams``, wrapped once
+  (the VecEnv, :mod:`sb3_xppo.zoo.vec_envs`; ``distributed=True`` with ``--distributed``; the entry's keywords checked
+  before any env is built), and ``hyperparameters_optimization`` (optuna's tables created first,
+  :mod:`sb3_xppo.zoo.storage`).
 
 Not thread-safe: the changes are to modules and classes, which every thread of the process sees. Run one session at
 a time, and nothing else that uses rl-zoo3 beside it.
@@ -146,10 +147,13 @@ def install_safe_loading(patches: Patches, trust_code: bool) -> None:
     patches.set(yaml, "UnsafeLoader", ZooConfigLoader)
 
 
-def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None) -> list[str]:
+def install_vec_env(
+    patches: Patches, name: str | None, ray_options: dict[str, Any] | None = None, distributed: bool = False
+) -> list[str]:
     """
     rl-zoo3's ``ExperimentManager`` builds its envs with the VecEnv ``name`` names, else the entry's ``vec_env`` key,
-    else the lean env (:mod:`.vec_envs`).
+    else the lean env (:mod:`.vec_envs`); its entry's keywords are checked before any env is built
+    (:func:`preprocessing`, which also makes the model a data-parallel one with ``distributed``).
 
     :return: the ``--vec-env`` arguments to hand rl-zoo3
     :raises ValueError: for Ray options with another ``--vec-env``
@@ -163,16 +167,7 @@ def install_vec_env(patches: Patches, name: str | None, ray_options: dict[str, A
     someone_elses = ExperimentManager.default_vec_env_cls
     if someone_elses is None and chosen not in vec_envs.ZOO_OWN:
         patches.set(ExperimentManager, "default_vec_env_cls", vec_envs.vec_env_factory(chosen, ray_options))
-    preprocess = ExperimentManager._preprocess_hyperparams
-
-    def preprocess_with_vec_env_key(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
-        # rl-zoo3 takes its own keys out of an entry here and offers no hook: the entry's vec_env goes first
-        entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
-        if entry_choice is not None and name is None and someone_elses is None:
-            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
-        return preprocess(manager, hyperparams)
-
-    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_with_vec_env_key)
+    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocessing(name, someone_elses, ray_options, distributed))
     return ["--vec-env", chosen if chosen in vec_envs.ZOO_OWN else "dummy"]
 
 
@@ -185,17 +180,41 @@ def install_storage_tables(patches: Patches) -> None:
     )
 
 
-def install_distributed(patches: Patches) -> None:
-    """``--distributed``: every model rl-zoo3 builds from its entry is a data-parallel one (``distributed=True``)."""
+def preprocessing(
+    name: str | None, someone_elses: Any, ray_options: dict[str, Any] | None, distributed: bool
+) -> Callable[..., Any]:
+    """
+    rl-zoo3's ``ExperimentManager._preprocess_hyperparams`` (it takes its own keys out of an entry and offers no
+    hook), wrapped once for everything a session changes there: the entry's ``vec_env`` key chooses the VecEnv
+    (unless ``--vec-env`` or someone else's ``default_vec_env_cls`` did); with ``--distributed`` the model is built
+    with ``distributed=True``; and what is left for the model's constructor is checked by the algorithm
+    (``check_keywords``) before rl-zoo3 builds any env, as the constructor would check it.
+
+    :param name: ``--vec-env`` or None
+    :param someone_elses: the ``default_vec_env_cls`` set before the session, or None
+    :param ray_options: the Ray options of ``--vec-env ray``
+    :param distributed: ``--distributed``
+    :return: the replacement of ``ExperimentManager._preprocess_hyperparams``
+    """
+    import rl_zoo3.exp_manager
     from rl_zoo3.exp_manager import ExperimentManager
 
     preprocess = ExperimentManager._preprocess_hyperparams
 
-    def preprocess_distributed(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
-        # what is left of the entry after rl-zoo3's own keys goes to the model's constructor
-        return preprocess(manager, {**hyperparams, "distributed": True})
+    def preprocess_and_check(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
+        entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
+        if entry_choice is not None and name is None and someone_elses is None:
+            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
+        if distributed:
+            hyperparams = {**hyperparams, "distributed": True}
+        result = preprocess(manager, hyperparams)
+        algorithm = rl_zoo3.exp_manager.ALGOS.get(manager.algo)
+        if hasattr(algorithm, "check_keywords"):
+            keywords = {key: value for key, value in result[0].items() if key != "policy"}
+            algorithm.check_keywords(manager.n_envs, (), keywords)
+        return result
 
-    patches.set(ExperimentManager, "_preprocess_hyperparams", preprocess_distributed)
+    return preprocess_and_check
 
 
 def install_argv(patches: Patches, args: Sequence[str]) -> None:
@@ -233,11 +252,9 @@ def zoo_session(
         install_algorithms(patches)
         install_masked_evaluation(patches)
         install_safe_loading(patches, trust_code)
-        extra = install_vec_env(patches, vec_env, ray_options) if training else []
+        extra = install_vec_env(patches, vec_env, ray_options, distributed) if training else []
         if training:
             install_storage_tables(patches)
-        if distributed:
-            install_distributed(patches)
         install_argv(patches, [*args, *extra])
 
     with applied(session):
@@ -252,42 +269,3 @@ def register() -> None:
     this imports MO-Gymnasium where it is installed, so that its environments (``mo-lunar-lander-v3``) are too.
     """
     install_algorithms(Patches())  # never restored
-
-
-@contextlib.contextmanager
-def masked_evaluation() -> Iterator[None]:
-    """
-    While the block runs, a maskable model (``MaskableXPPO``, any sb3-contrib ``MaskablePPO``, and
-    ``MaskableRecurrentXPPO``) acts on its env's action masks wherever rl-zoo3 evaluates or watches it
-    (:mod:`sb3_xppo.zoo.evaluation`); everything is put back when it ends. Part of every :func:`zoo_session`.
-    """
-    with applied(install_masked_evaluation):
-        yield
-
-
-@contextlib.contextmanager
-def zoo_vec_env(name: str | None, ray_options: dict[str, Any] | None = None) -> Iterator[list[str]]:
-    """
-    While the block runs, rl-zoo3's ``ExperimentManager`` builds its envs (training and evaluation) with the VecEnv
-    ``name`` names, or, where ``name`` is None (no ``--vec-env``), with the one the entry's ``vec_env`` key names,
-    else the lean env; put back when it ends. Part of a training :func:`zoo_session`.
-
-    :param name: one of :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`, or None
-    :param ray_options: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords of ``ray`` (:func:`~sb3_xppo.zoo.split_ray_args`)
-    :return: (yields) the ``--vec-env`` arguments to hand rl-zoo3
-    :raises ValueError: for Ray options with another ``--vec-env``; (when rl-zoo3 reads the entry) for an entry's
-        ``vec_env`` not in :data:`sb3_xppo.zoo.VEC_ENV_CHOICES`
-    """
-    with applied(lambda patches: install_vec_env(patches, name, ray_options)) as (zoo_args,):
-        yield zoo_args
-
-
-def run_with_argv(command: Callable[[], None], args: Sequence[str]) -> None:
-    """
-    Run one of rl-zoo3's command functions (they parse ``sys.argv``) on the given arguments.
-
-    :param command: ``rl_zoo3.train.train`` or ``rl_zoo3.enjoy.enjoy``
-    :param args: the command-line arguments, without the program name
-    """
-    with applied(lambda patches: install_argv(patches, args)):
-        command()

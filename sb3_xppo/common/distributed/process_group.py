@@ -60,6 +60,15 @@ def rank_device(device: th.device | str) -> th.device | str:
     return device
 
 
+def process_device(distributed: bool, device: th.device | str) -> th.device | str:
+    """
+    :param distributed: the model's ``distributed`` option
+    :param device: the model's ``device`` keyword
+    :return: this process's device: with ``distributed``, :func:`rank_device`; else ``device``
+    """
+    return rank_device(device) if distributed else device
+
+
 class ProcessGroup:
     """
     The learner's side of the process group: rank, world size and the collectives, each counted and guarded.

@@ -10,23 +10,116 @@ would be a hang, and the process group's heartbeat names a rank that died or hun
 
 With equal per-rank minibatches, one update equals one process's update on the union of the ranks' minibatches:
 the mean loss over the global minibatch has the mean of the ranks' gradients as its gradient.
+
+A model in one process holds :class:`SingleProcess`, the same interface doing one process's work (as
+``contextlib.nullcontext`` is a context manager doing nothing): the rollout and ``train()`` make the same calls either
+way, and never ask which rank they are on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import ProgressBarCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.type_aliases import MaybeCallback
 
-from sb3_xppo.common.distributed import ProcessGroup, merge_running_stats, running_stats_vector, set_running_stats
-from sb3_xppo.functional.masked import EPS
+from sb3_xppo.common.distributed.process_group import (
+    ProcessGroup,
+    merge_running_stats,
+    running_stats_vector,
+    set_running_stats,
+)
+from sb3_xppo.functional.masked import EPS, masked_zscore, minibatch_zscore, valid_mean
+
+
+class SingleProcess:
+    """
+    One process's learner, with :class:`DataParallel`'s interface: every collective is the identity or the one
+    process's statistic, computed exactly as PPO computes it (bit for bit), and :meth:`join` is the way to ranks.
+    """
+
+    rank = 0
+    world_size = 1
+    #: the processes that step alike (``num_timesteps`` counts all their steps)
+    n_processes = 1
+
+    def join(self, model: Any) -> DataParallel:
+        """
+        ``distributed=True``: join the launcher's process group and seed this rank's envs ``seed + rank * n_envs + i``
+        (SB3 seeds env ``i`` of a VecEnv ``seed + i``), before the parent seeds anything.
+
+        :param model: the model being set up
+        :return: the model's data-parallel learner
+        """
+        learner = DataParallel(ProcessGroup.join(model.options.distributed_timeout, model.device))
+        if model.seed is not None:
+            model.seed += learner.rank * model.n_envs
+        return learner
+
+    def check_agreement(self, model: Any) -> None:
+        """Nothing to agree with."""
+
+    def learn_keywords(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """:return: ``learn()``'s keywords as given"""
+        return kwargs
+
+    def start_learn(self, model: Any) -> None:
+        """Nothing to take from another rank."""
+
+    def logger(self, logger: Any) -> Any:
+        """:return: the logger as SB3 configured it"""
+        return logger
+
+    def save(self, model: Any, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        """Save the model (``save``: the parent's ``save``)."""
+        save(*args, **kwargs)
+
+    def agree_to_go_on(self, go_on: bool) -> bool:
+        """:return: whether the rollout went through"""
+        return go_on
+
+    def merge_vec_normalize(self, model: Any) -> None:
+        """VecNormalize's statistics are this process's already."""
+
+    def update_value_statistics(self, value_net: Any, returns: th.Tensor) -> None:
+        """PopArt's statistics take the rollout's returns."""
+        value_net.update(returns)
+
+    def with_advantage_moments(self, minibatches: Iterable[Any], valid_samples: Callable[[Any], Any]) -> Iterable[Any]:
+        """:return: the epoch's minibatches, as the buffer yields them"""
+        return minibatches
+
+    def minibatch_zscore(self, advantages: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
+        """``normalize_advantage='minibatch'``: PPO's z-score (:func:`~sb3_xppo.functional.masked.minibatch_zscore`)."""
+        return minibatch_zscore(advantages, valid)
+
+    def rollout_zscore(self, advantages: th.Tensor) -> th.Tensor:
+        """``normalize_advantage='rollout'``: :func:`~sb3_xppo.functional.masked.masked_zscore` of the rollout."""
+        return masked_zscore(advantages)
+
+    def mean_kl(self, kl: th.Tensor, valid: th.Tensor | None) -> Any:
+        """:return: the mean approximate KL of the minibatch's valid samples, on the host as PPO reads it"""
+        return valid_mean(kl, valid).cpu().numpy()
+
+    def average(self, value: float, what: str) -> float:
+        """:return: ``value``"""
+        return value
+
+    @property
+    def gradient_averaging(self) -> Callable[[list[th.nn.Parameter]], None] | None:
+        """None: the gradients are this process's"""
+        return None
+
+
+#: the learner of every model in one process (it holds no state)
+SINGLE_PROCESS = SingleProcess()
 
 
 class DataParallel:
@@ -51,7 +144,16 @@ class DataParallel:
     def world_size(self) -> int:
         return self.group.world_size
 
+    @property
+    def n_processes(self) -> int:
+        """the processes that step alike (``num_timesteps`` counts all their steps): the ranks"""
+        return self.group.world_size
+
     # --- at the start -----------------------------------------------------------------------------------------------
+
+    def join(self, model: Any) -> DataParallel:
+        """:return: this learner: the model has joined already"""
+        return self
 
     def check_agreement(self, model: Any) -> None:
         """
@@ -76,6 +178,34 @@ class DataParallel:
             set_running_stats(rms, vector.numpy())
             self._merged[name] = vector.numpy().copy()
 
+    def learn_keywords(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """:return: ``learn()``'s keywords, SB3's progress bar counting every rank's steps (:meth:`progress_bars`)"""
+        kwargs = dict(kwargs)
+        kwargs["callback"] = self.progress_bars(kwargs.get("callback"), kwargs.pop("progress_bar", False))
+        return kwargs
+
+    def logger(self, logger: Any) -> Any:
+        """:return: on rank 0 the logger as SB3 configured it; on the others a logger that writes nothing"""
+        return logger if self.rank == 0 else Logger(folder=None, output_formats=[])
+
+    def save(self, model: Any, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        """
+        Only rank 0 writes (every rank holds the same model; a ``CheckpointCallback`` on every rank never has two
+        processes write one file), and it writes a plain model (``distributed=False``): it loads and runs in one
+        process, and ``load(path, distributed=True)`` under the launcher trains it on ranks again.
+
+        :param model: the model
+        :param save: the parent's ``save`` of the model
+        """
+        if self.rank != 0:
+            return
+        options, checked = model.options, model._checked_options
+        model.options = model._checked_options = dataclasses.replace(options, distributed=False)
+        try:
+            save(*args, **kwargs)
+        finally:
+            model.options, model._checked_options = options, checked
+
     # --- each rollout and update -----------------------------------------------------------------------------------
 
     def agree_to_go_on(self, go_on: bool) -> bool:
@@ -98,7 +228,7 @@ class DataParallel:
         return moments(self.group.all_sum(local_sums(x, valid), what))
 
     def with_advantage_moments(
-        self, minibatches: list[Any], valid_samples: Callable[[Any], th.Tensor | None]
+        self, minibatches: Iterable[Any], valid_samples: Callable[[Any], th.Tensor | None]
     ) -> Iterator[Any]:
         """
         An epoch's minibatches, each yielded once :meth:`minibatch_zscore` holds its global advantage statistics: those
@@ -107,6 +237,7 @@ class DataParallel:
         :param minibatches: the epoch's minibatches, in order
         :param valid_samples: which samples of a minibatch count (None: all)
         """
+        minibatches = list(minibatches)
         if not minibatches:
             return
         local = th.stack([local_sums(minibatch.advantages, valid_samples(minibatch)) for minibatch in minibatches])
@@ -146,10 +277,16 @@ class DataParallel:
             float(self.group.all_sum(th.tensor([value], dtype=th.float64, device=self.group.device), what)) / self.world_size
         )
 
-    def value_moments(self, returns: th.Tensor) -> tuple[th.Tensor, th.Tensor, float]:
-        """:return: PopArt's ``(mean, var, count)`` of every rank's returns, ``(N, G)`` per output"""
+    def update_value_statistics(self, value_net: Any, returns: th.Tensor) -> None:
+        """PopArt's statistics take every rank's returns: ``(mean, var, count)`` per output of ``(N, G)``."""
+        returns = returns.reshape(-1, len(value_net.mean))
         n, mean, var = self.global_moments(returns, None, "merging the value normalization's statistics")
-        return mean, var, float(n.reshape(-1)[0])
+        value_net.update_moments(mean, var, float(n.reshape(-1)[0]))
+
+    @property
+    def gradient_averaging(self) -> Callable[[list[th.nn.Parameter]], None] | None:
+        """The process group's gradient averaging, called after every backward pass"""
+        return self.group.average_gradients
 
     def progress_bars(self, callback: MaybeCallback, progress_bar: bool) -> list[Any]:
         """

@@ -1,0 +1,46 @@
+"""
+``learn()`` of every XPPO algorithm: the parent's, with its ``tb_log_name`` the algorithm's name; the data-parallel
+learner's start (one set of parameters for every process, the progress bar over all their steps) and logger; and the
+hooks registered until ``learn()`` ends removed when it returns or raises.
+"""
+
+from typing import Any
+
+from torch.utils.hooks import RemovableHandle
+
+from sb3_xppo.common.distributed import DataParallel, SingleProcess
+
+
+class LearnMixin:
+    """The algorithm's ``learn()`` and ``_setup_learn()``."""
+
+    # Set by the constructor and the setup
+    _data_parallel: DataParallel | SingleProcess
+    _learn_hooks: list[RemovableHandle]
+    _logger: Any
+
+    def learn(self, total_timesteps: int, *args: Any, **kwargs: Any) -> Any:
+        """
+        The parent's ``learn()``, its ``tb_log_name`` by default the algorithm's name; the hooks registered until it
+        ends are removed when it returns or raises.
+
+        :param total_timesteps: the number of environment steps to train for
+        :param args: the parent's further arguments (``callback``, ``log_interval``, ``tb_log_name``, ...)
+        :param kwargs: the parent's keywords
+        :return: this model
+        """
+        if len(args) < 3:  # (callback, log_interval, tb_log_name)
+            kwargs.setdefault("tb_log_name", type(self).__name__)
+        self._data_parallel.start_learn(self)
+        kwargs = self._data_parallel.learn_keywords(kwargs)
+        try:
+            return super().learn(total_timesteps, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            while self._learn_hooks:
+                self._learn_hooks.pop().remove()
+
+    def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
+        # (data-parallel: one process logs, the others' loggers write nothing)
+        result = super()._setup_learn(*args, **kwargs)  # type: ignore[misc]
+        self._logger = self._data_parallel.logger(self._logger)
+        return result
