@@ -1,5 +1,5 @@
 """
-The options' documentation: each field's ``:param:`` text (:func:`~sb3_xppo.common.options.option`'s ``doc``)
+The options' documentation: each field's ``:param:`` text (:func:`~sb3_xppo.common.declarations.option`'s ``doc``)
 rendered into its options class's docstring, which ``help()`` and Sphinx's autodoc show.
 """
 

@@ -12,13 +12,14 @@ network is built, and returns the value in its canonical form.
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 import numpy as np
 import torch as th
 
 from sb3_xppo.common.adaptive_lr import check_adaptive_kl
+from sb3_xppo.common.declarations import check_declared, option
 from sb3_xppo.common.distributed import check_launched
 from sb3_xppo.common.option_docs import document_options
 from sb3_xppo.common.sequences import check_sequence_batching
@@ -38,10 +39,6 @@ GROUP_GRADIENTS = (None, "pcgrad")
 DUAL_CLIP_ACTOR_LOSSES = ("clip",)
 #: the ``group_reduce`` values that are a weighted sum of the groups' advantages, which ``group_gradients`` splits
 LINEAR_GROUP_REDUCES = ("mean", "sum")
-
-#: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
-#: ``checked`` holds PPO's ``clip_range`` and ``clip_range_vf`` and the options declared before, canonical
-OptionCheck = Callable[[Any, Mapping[str, Any]], Any]
 
 
 def as_bool(value: Any, checked: Mapping[str, Any]) -> bool:
@@ -269,18 +266,6 @@ def check_distributed_timeout(distributed_timeout: Any, checked: Mapping[str, An
     return float(distributed_timeout)
 
 
-def option(default: Any, doc: str, check: OptionCheck) -> Any:
-    """
-    One XPPO option, a field of :class:`XPPOOptions`.
-
-    :param default: its default (also what a model saved before the option existed reads)
-    :param doc: its ``:param:`` text (reST, citing the paper)
-    :param check: its check (:data:`OptionCheck`)
-    :return: the dataclass field
-    """
-    return field(default=default, metadata={"doc": doc, "check": check})
-
-
 SelfOptions = TypeVar("SelfOptions", bound="XPPOOptions")
 
 
@@ -505,11 +490,7 @@ class XPPOOptions:
             ``reward_groups`` as names, weights as floats)
         :raises ValueError: naming the option and its allowed values (``TypeError`` for ``fast_paths``)
         """
-        checked: dict[str, Any] = {"clip_range": clip_range, "clip_range_vf": clip_range_vf}
-        for f in fields(self):
-            checked[f.name] = f.metadata["check"](getattr(self, f.name), checked)
-        del checked["clip_range"], checked["clip_range_vf"]
-        return replace(self, **checked)
+        return replace(self, **check_declared(self, {"clip_range": clip_range, "clip_range_vf": clip_range_vf}))
 
     def group_value_loss_weights(self) -> list[float] | None:
         """
