@@ -373,8 +373,16 @@ def test_constructor_errors():
         DaggerDistiller(f, f, optimizer=th.optim.SGD(net.parameters(), lr=0.1), params=net.parameters())
     with pytest.raises(ValueError, match="beta must be a number in"):
         DaggerDistiller(f, f, beta=1.5)
-    with pytest.raises(ValueError, match="batch_size must be an int"):
+    with pytest.raises(ValueError, match="batch_size must be None or an int >= 1"):
         DaggerDistiller(f, f, batch_size=0)
+    with pytest.raises(TypeError, match="DaggerDistiller's beta is a number"):
+        DaggerDistiller(f, f, beta=lambda progress: progress)
+    with pytest.raises(TypeError, match="weight is an option of DaggerCallback, not of DaggerDistiller"):
+        DaggerDistiller(f, f, weight=0.5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'not_an_option'"):
+        DaggerDistiller(f, f, not_an_option=1)
+    with pytest.raises(TypeError, match="buffer_size or max_dataset_size"):
+        DaggerDistiller(f, f, buffer_size=8, max_dataset_size=8)
     with pytest.raises(ValueError, match="entropy_weight must be a number"):
         DaggerDistiller(f, f, entropy_weight=math.nan)
     with pytest.raises(TypeError, match="rep_align_projector"):

@@ -11,33 +11,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import Schedule
 from stable_baselines3.common.utils import FloatSchedule
-from stable_baselines3.common.vec_env import VecNormalize
-from torch import nn
 from torch.optim import Optimizer
 
 from sb3_xppo.dagger_distill.actions import agreement_atol
 from sb3_xppo.dagger_distill.aggregation import Aggregation, pretrain
-from sb3_xppo.dagger_distill.checks import (
-    check_callable,
-    check_count,
-    check_layers,
-    check_number,
-    check_size,
-    check_student,
-    resolve_layer,
-)
+from sb3_xppo.dagger_distill.checks import check_student, resolve_layer
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller
-from sb3_xppo.dagger_distill.objectives import Objective, nll_loss
+from sb3_xppo.dagger_distill.options import CALLBACK, DistillOptions, reader_signature
 from sb3_xppo.dagger_distill.steering import Steering
 from sb3_xppo.dagger_distill.teacher import StudentTeacher, raw_obs_of, resolve_teacher
-from sb3_xppo.dagger_distill.teacher_obs import ObsKeys, frozen_vec_normalize
+from sb3_xppo.dagger_distill.teacher_obs import frozen_vec_normalize
 
 
 class DaggerCallback(BaseCallback):
@@ -125,36 +113,11 @@ class DaggerCallback(BaseCallback):
     :param teacher: an SB3 model, the path to an SB3 ``.zip``, or a callable ``obs -> Distribution`` (or pytree,
         as :class:`~sb3_xppo.dagger_distill.policy_adapter.PolicyAdapter` builds them for the student's action space)
         receiving the observation as tensors on the student's device
-    :param loss_fn: :func:`~sb3_xppo.dagger_distill.nll_loss` (default), ``kl_loss``, ``mse_loss`` or your own
-    :param weight: weight of the distillation loss: a float or a schedule of ``progress_remaining`` (1 -> 0),
-        e.g. ``lambda p: p`` to decay to pure RL
-    :param rl_coef: weight of the RL loss (loss-hook students only; 0 is pure DAgger)
-    :param beta: probability of executing the teacher's action, a float in [0, 1] or a schedule
-    :param buffer_size: the aggregated dataset keeps at most this many states (oldest dropped first)
-    :param batch_size: distillation minibatch size (default: the model's ``batch_size``, else 64; loss-hook
-        students use the RL minibatch's size)
-    :param gradient_steps: distillation steps per round (default: as many minibatches as ``n_epochs`` passes over
-        the states collected since the last round would take; the model's ``n_epochs``, else 10)
-    :param teacher_obs_keys: keys of the (full) Dict observation the teacher reads (default: its own observation keys)
-    :param teacher_vec_normalize: the teacher's observation statistics, a ``VecNormalize`` (a frozen snapshot is taken)
-        or the path of its ``.pkl`` (rl-zoo3 saves it as ``<log dir>/<env id>/vecnormalize.pkl``); None: the teacher
-        reads raw observations
-    :param teacher_algo: algorithm of a teacher checkpoint (default: inferred)
-    :param teacher_sample: label with a sample of the teacher instead of its mode/mean
-    :param entropy_weight: entropy bonus of the distillation loss
-    :param student_layer: representation alignment (REPA): a submodule name of the student's policy, or a module
-    :param teacher_layer: the teacher's layer (a name in the teacher's policy, or a module)
-    :param rep_align_weight: weight of the alignment loss
-    :param rep_align_projector: None (identity), True (a linear map trained with the student) or a module
-    :param gradient_surgery: loss-hook students only: the distillation loss's gradient is projected off the RL loss's
-        where the two conflict, then added (PCGrad, Yu et al. 2020, Gradient Surgery for Multi-Task Learning,
-        arXiv:2001.06782; :func:`~sb3_xppo.functional.pcgrad_auxiliary`), through the student's
-        ``register_auxiliary_loss_hook``: the RL gradient is kept whole. A stock SB3 student is refused
-        (``ValueError``): its distillation steps are taken apart from its RL updates, so no RL gradient shares them
-    :param pretrain_steps: vector steps of the teacher's behaviour-cloning warm-up before RL starts (0: none)
-    :param trust_code: load a teacher checkpoint and its ``.pkl`` statistics as SB3 does, running their code
-        (default: no code from the files runs, docs/guide/security.md)
+    :param options: the distillation's options (:class:`~sb3_xppo.dagger_distill.DistillOptions`: ``loss_fn``,
+        ``weight``, ``rl_coef``, ``beta``, ``buffer_size``, the teacher's observations and loading, ...); each may also
+        be given as a plain keyword, which overrides the object's field
     :param verbose: verbosity level
+    :param keywords: the options as plain keywords
     """
 
     model: Any  # any SB3 algorithm: XPPO's loss hook and off-policy methods are looked up on it
@@ -162,66 +125,23 @@ class DaggerCallback(BaseCallback):
     def __init__(
         self,
         teacher: BaseAlgorithm | BasePolicy | str | os.PathLike | Any,
-        loss_fn: Objective = nll_loss,
-        weight: float | Schedule = 1.0,
-        rl_coef: float = 1.0,
-        beta: float | Schedule = 0.0,
-        buffer_size: int = 50_000,
-        batch_size: int | None = None,
-        gradient_steps: int | None = None,
-        teacher_obs_keys: ObsKeys = None,
-        teacher_vec_normalize: VecNormalize | str | os.PathLike | None = None,
-        teacher_algo: str | type[BaseAlgorithm] | None = None,
-        teacher_sample: bool = False,
-        entropy_weight: float = 0.0,
-        student_layer: str | nn.Module | None = None,
-        teacher_layer: str | nn.Module | None = None,
-        rep_align_weight: float = 1.0,
-        rep_align_projector: bool | nn.Module | None = None,
-        gradient_surgery: bool = False,
-        pretrain_steps: int = 0,
-        trust_code: bool = False,
+        *,
+        options: DistillOptions | None = None,
         verbose: int = 0,
+        **keywords: Any,
     ) -> None:
         super().__init__(verbose)
-        check_callable("loss_fn", loss_fn)
-        schedules: dict[str, Any] = dict(weight=weight, beta=beta)
-        for name, schedule in schedules.items():
-            if not callable(schedule):
-                check_number(name, schedule, low=0.0, high=1.0 if name == "beta" else None)
-        check_number("rl_coef", rl_coef, low=0.0)
-        if not isinstance(gradient_surgery, (bool, np.bool_)):
-            raise ValueError(f"gradient_surgery must be True or False, got {gradient_surgery!r}")
-        check_count("pretrain_steps", pretrain_steps, low=0)
-        check_size("buffer_size", buffer_size)
-        check_size("batch_size", batch_size, optional=True)
-        check_size("gradient_steps", gradient_steps, optional=True)
-
-        resolved = resolve_teacher(teacher, teacher_algo, trust_code)
+        self.options = options = DistillOptions.for_reader(CALLBACK, options, keywords)
+        resolved = resolve_teacher(teacher, options.teacher_algo, options.trust_code)
         self.teacher_policy: BasePolicy | None = resolved if isinstance(resolved, BasePolicy) else None
         self.teacher_fn: Any = None if isinstance(resolved, BasePolicy) else resolved
         # A wrong teacher layer name fails now; the student's is checked when the callback meets its model
-        self._teacher_layer = resolve_layer(resolved, teacher_layer, "teacher")
-        check_layers(student_layer, teacher_layer)
-
-        self.loss_fn = loss_fn
-        self.weight = FloatSchedule(weight)
-        self.beta = FloatSchedule(beta)
-        self.rl_coef = float(rl_coef)
-        self.gradient_surgery = bool(gradient_surgery)
-        self.batch_size = batch_size
-        self.gradient_steps = gradient_steps
-        self.teacher_obs_keys = teacher_obs_keys
-        self.teacher_vec_normalize = (
-            None if teacher_vec_normalize is None else frozen_vec_normalize(teacher_vec_normalize, trust_code)
-        )
-        self.teacher_sample = teacher_sample
-        self.entropy_weight = entropy_weight
-        self.student_layer = student_layer
-        self.rep_align_weight = rep_align_weight
-        self.rep_align_projector = rep_align_projector
-        self.pretrain_steps = int(pretrain_steps)
-        self.dataset = AggregatedDataset(buffer_size)
+        resolve_layer(resolved, options.teacher_layer, "teacher")
+        self.weight = FloatSchedule(options.weight)
+        self.beta = FloatSchedule(options.beta)
+        vec_normalize = options.teacher_vec_normalize
+        self.teacher_vec_normalize = None if vec_normalize is None else frozen_vec_normalize(vec_normalize, options.trust_code)
+        self.dataset = AggregatedDataset(options.buffer_size or 50_000)
         self.distiller: DaggerDistiller | None = None
         # Bound when the callback meets its model (the student), kept across its learn() calls
         self._pair: StudentTeacher | None = None
@@ -251,9 +171,9 @@ class DaggerCallback(BaseCallback):
         if self._pair is not None and self._pair.serves(model, raw_obs[1], store):
             self._pair.raw_obs = raw_obs[0]
             return  # a further learn() call on the same model: keep the dataset, distiller and projector
-        check_student(model, self.rl_coef, self.gradient_surgery)
-        options = getattr(model, "options", None)
-        if self.pretrain_steps > 0 and options is not None and options.distributed:
+        options = self.options
+        check_student(model, options.rl_coef, options.gradient_surgery)
+        if options.pretrain_steps > 0 and getattr(getattr(model, "options", None), "distributed", False):
             # the warm-up's optimizer steps are each rank's own (outside train(), whose gradients the ranks average)
             raise ValueError(
                 "pretrain_steps with a distributed=True student: the behaviour-cloning warm-up would step each rank's "
@@ -261,17 +181,11 @@ class DaggerCallback(BaseCallback):
                 "(DaggerCallback(teacher, pretrain_steps=...) on a few steps), save it, then train it on ranks"
             )
         teacher = self.teacher_policy if self.teacher_policy is not None else self.teacher_fn
-        pair = StudentTeacher(model, teacher, raw_obs, self.teacher_obs_keys, self.teacher_vec_normalize)
+        pair = StudentTeacher(model, teacher, raw_obs, options.teacher_obs_keys, self.teacher_vec_normalize)
         distiller = DaggerDistiller(
             pair.student,
             pair.teacher,
-            loss_fn=self.loss_fn,
-            teacher_sample=self.teacher_sample,
-            entropy_weight=self.entropy_weight,
-            student_layer=resolve_layer(model.policy, self.student_layer, "student"),
-            teacher_layer=self._teacher_layer,
-            rep_align_weight=self.rep_align_weight,
-            rep_align_projector=self.rep_align_projector,
+            options=options,
             label_transform=pair.label_transform,
             agreement_atol=agreement_atol(model.action_space, model.device),
             device=model.device,
@@ -280,8 +194,8 @@ class DaggerCallback(BaseCallback):
         if self._pair is not None:  # another model (or env): its states are not this student's
             self.dataset = AggregatedDataset(self.dataset.capacity)
         self.distiller, self._pair = distiller, pair
-        self._aggregation = Aggregation(pair, distiller, self.dataset, self.batch_size, self.gradient_steps)
-        self._steering = Steering(self._aggregation, self.rl_coef, self.gradient_surgery)
+        self._aggregation = Aggregation(pair, distiller, self.dataset, options.batch_size, options.gradient_steps)
+        self._steering = Steering(self._aggregation, options.rl_coef, options.gradient_surgery)
 
     # ----------------------------------------------------------------------------------------------------------------
     # During learn()
@@ -290,8 +204,8 @@ class DaggerCallback(BaseCallback):
     def _on_training_start(self) -> None:
         assert self._aggregation is not None and self._steering is not None
         self._update_schedules()
-        if self.pretrain_steps > 0 and not self._aggregation.pretrained:
-            pretrain(self._aggregation, self.pretrain_steps, self.verbose)
+        if self.options.pretrain_steps > 0 and not self._aggregation.pretrained:
+            pretrain(self._aggregation, self.options.pretrain_steps, self.verbose)
         self._steering.attach(self)
 
     def _on_step(self) -> bool:
@@ -348,5 +262,7 @@ class DaggerCallback(BaseCallback):
         self.logger.record("distill/beta", beta)
         self.logger.record("distill/dataset_size", len(self.dataset))
 
+
+DaggerCallback.__signature__ = reader_signature(DaggerCallback.__init__, CALLBACK)  # type: ignore[attr-defined]
 
 _IN_USE = "this DaggerCallback is already in use by a learn() that is running: give each learn() its own DaggerCallback"

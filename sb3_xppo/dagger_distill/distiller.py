@@ -11,9 +11,10 @@ import torch as th
 from torch import nn
 from torch.distributions import Distribution
 
-from sb3_xppo.dagger_distill.checks import check_callable, check_layers, check_number, check_size, resolve_layer
+from sb3_xppo.dagger_distill.checks import check_callable, check_number, resolve_layer
 from sb3_xppo.dagger_distill.loop import DaggerLoopMixin, add_to_optimizer
-from sb3_xppo.dagger_distill.objectives import LossBreakdown, Objective, cosine_alignment_loss, nll_loss, reads_label
+from sb3_xppo.dagger_distill.objectives import LossBreakdown, reads_label
+from sb3_xppo.dagger_distill.options import DISTILLER, DistillOptions, reader_signature
 from sb3_xppo.dagger_distill.policy_adapter import is_sb3_policy_like, policy_adapter
 from sb3_xppo.dagger_distill.pytree import (
     Tree,
@@ -87,21 +88,9 @@ class DaggerDistiller(DaggerLoopMixin):
 
     :param student: the policy to train, ``state -> Distribution`` (or pytree)
     :param teacher: the expert, ``teacher_state -> Distribution`` (or pytree); never receives gradients
-    :param loss_fn: objective per head, ``loss_fn(student, teacher, action) -> elementwise loss``:
-        :func:`~sb3_xppo.dagger_distill.nll_loss` (default), :func:`~sb3_xppo.dagger_distill.kl_loss`,
-        :func:`~sb3_xppo.dagger_distill.mse_loss` or your own
-    :param teacher_sample: label with a sample of the teacher instead of its mode/mean
-    :param entropy_weight: weight of the student's entropy bonus (subtracted from the loss)
-    :param student_layer: representation alignment (REPA, Yu et al. 2024, https://arxiv.org/abs/2410.06940):
-        the student's layer whose output is aligned, a submodule name (the student must be an ``nn.Module``) or
-        the module itself
-    :param teacher_layer: the teacher's layer it is aligned with, a name or a module
-    :param rep_align_weight: weight of the alignment loss
-    :param rep_align_projector: maps the student's features to the teacher's width: None (identity; the widths
-        must match), True (a linear layer, created at the first call and trained with the student) or a module
-    :param rep_align_loss_fn: ``(student_features, teacher_features) -> (b)`` loss, ``1 - cosine`` by default
-    :param return_loss_breakdown: return :class:`LossBreakdown` ``(loss, policy, entropy, alignment)`` instead of
-        the loss (can also be passed per call)
+    :param options: the distillation's options (:class:`~sb3_xppo.dagger_distill.DistillOptions`: ``loss_fn``,
+        ``teacher_sample``, ``entropy_weight``, representation alignment, ``beta``, ``batch_size``, ``buffer_size``);
+        each may also be given as a plain keyword, which overrides the object's field
     :param teacher_state_fn: ``teacher_state_fn(state, info, step) -> teacher_state`` for a teacher that sees a
         different state (e.g. privileged information from ``info``); ``info`` is None in the env-free call
     :param label_transform: ``label_transform(state, action, info, step) -> label`` for a teacher that acts
@@ -112,14 +101,13 @@ class DaggerDistiller(DaggerLoopMixin):
     :param optimizer: optimizer of the student's parameters, used by :meth:`train`
     :param params: the student's parameters, when no ``optimizer`` is given (Adam with ``lr``)
     :param lr: learning rate of the optimizer built from ``params``
-    :param batch_size: minibatch size of :meth:`train`
-    :param max_dataset_size: the aggregated dataset keeps at most this many states (oldest dropped first)
-    :param beta: probability of executing the teacher's label instead of the student's action during
-        :meth:`collect` (DAgger's mixture policy; 0 rolls out the student alone)
     :param max_grad_norm: clip the gradient norm in :meth:`train` (None: no clipping)
     :param agreement_atol: continuous heads agree when ``|student - teacher| <= agreement_atol`` (a float or a
         tensor that broadcasts against the action)
+    :param return_loss_breakdown: return :class:`LossBreakdown` ``(loss, policy, entropy, alignment)`` instead of
+        the loss (can also be passed per call)
     :param device: device of the env's states (default: the student's parameters', else the CPU)
+    :param keywords: the options as plain keywords (``max_dataset_size`` is ``buffer_size``'s old name)
     """
 
     def __init__(
@@ -127,66 +115,54 @@ class DaggerDistiller(DaggerLoopMixin):
         student: PolicyFn | Any,
         teacher: PolicyFn | Any,
         *,
-        loss_fn: Objective = nll_loss,
-        teacher_sample: bool = False,
-        entropy_weight: float = 0.0,
-        student_layer: str | nn.Module | None = None,
-        teacher_layer: str | nn.Module | None = None,
-        rep_align_weight: float = 1.0,
-        rep_align_projector: bool | nn.Module | Callable[[th.Tensor], th.Tensor] | None = None,
-        rep_align_loss_fn: Callable[[th.Tensor, th.Tensor], th.Tensor] = cosine_alignment_loss,
-        return_loss_breakdown: bool = False,
+        options: DistillOptions | None = None,
         teacher_state_fn: Callable[[Tree, Any, int], Tree] | None = None,
         label_transform: Callable[[Tree, Tree, Any, int], Tree] | None = None,
         env: Any = None,
         optimizer: th.optim.Optimizer | None = None,
         params: Iterable[nn.Parameter] | None = None,
         lr: float = 3e-4,
-        batch_size: int = 64,
-        max_dataset_size: int = 100_000,
-        beta: float = 0.0,
         max_grad_norm: float | None = None,
         agreement_atol: float | th.Tensor = 0.1,
+        return_loss_breakdown: bool = False,
         device: th.device | str | None = None,
+        **keywords: Any,
     ) -> None:
+        if "max_dataset_size" in keywords:
+            if "buffer_size" in keywords:
+                raise TypeError("pass buffer_size or max_dataset_size (its old name), not both")
+            keywords["buffer_size"] = keywords.pop("max_dataset_size")
+        self.options = options = DistillOptions.for_reader(DISTILLER, options, keywords)
+        if callable(options.beta):
+            raise TypeError("DaggerDistiller's beta is a number in [0, 1]: a schedule needs DaggerCallback's progress")
         self.student = _as_policy_fn(student, "student")
         self.teacher = _as_policy_fn(teacher, "teacher")
-        check_callable("loss_fn", loss_fn)
-        check_callable("rep_align_loss_fn", rep_align_loss_fn)
         check_callable("teacher_state_fn", teacher_state_fn, optional=True)
         check_callable("label_transform", label_transform, optional=True)
-        check_number("entropy_weight", entropy_weight)
-        check_number("rep_align_weight", rep_align_weight, low=0.0)
         check_number("lr", lr, low=0.0, open_low=True)
-        check_number("beta", beta, low=0.0, high=1.0)
         if max_grad_norm is not None:
             check_number("max_grad_norm", max_grad_norm, low=0.0, open_low=True)
-        check_size("batch_size", batch_size)
-        check_layers(student_layer, teacher_layer)
-        if not (rep_align_projector is None or rep_align_projector is True or callable(rep_align_projector)):
-            raise TypeError(f"rep_align_projector must be None, True or a module/callable, got {rep_align_projector!r}")
         if optimizer is not None and params is not None:
             raise ValueError("pass optimizer= or params=, not both")
 
-        self.loss_fn = loss_fn
-        self.teacher_sample = teacher_sample
-        self.entropy_weight = float(entropy_weight)
-        self.rep_align_weight = float(rep_align_weight)
-        self.rep_align_loss_fn = rep_align_loss_fn
+        self.loss_fn = options.loss_fn
+        self.entropy_weight = options.entropy_weight
+        self.rep_align_weight = options.rep_align_weight
         self.return_loss_breakdown = return_loss_breakdown
         self.teacher_state_fn = teacher_state_fn
         self.label_transform = label_transform
-        self.student_layer = resolve_layer(self.student, student_layer, "student")
-        self.teacher_layer = resolve_layer(self.teacher, teacher_layer, "teacher")
-        self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = (
-            rep_align_projector if rep_align_projector is not True else None
-        )
-        self._make_projector = rep_align_projector is True
+        self.student_layer = resolve_layer(self.student, options.student_layer, "student")
+        self.teacher_layer = resolve_layer(self.teacher, options.teacher_layer, "teacher")
+        projector = options.rep_align_projector
+        self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = projector if projector is not True else None
+        self._make_projector = projector is True
 
         self.agreement_atol = agreement_atol
         # Labels are stored for objectives that read them; kl_loss and mse_loss re-evaluate the teacher at fit time
-        self._store_labels = reads_label(loss_fn)
-        self._init_loop(env, optimizer, params, lr, batch_size, max_dataset_size, beta, max_grad_norm, device)
+        self._store_labels = reads_label(options.loss_fn)
+        self._init_loop(
+            env, optimizer, params, lr, options.batch_size or 64, options.buffer_size or 100_000, max_grad_norm, device
+        )
 
     # ----------------------------------------------------------------------------------------------------------------
     # The loss
@@ -267,7 +243,7 @@ class DaggerDistiller(DaggerLoopMixin):
             assert teacher_features is not None  # both layers or neither (checked at construction)
             features = self._project(_flat_features(captured, "student_layer", b), teacher_features)
             alignment = masked_mean(
-                _per_state(self.rep_align_loss_fn(features, teacher_features), b, "rep_align_loss_fn"), mask
+                _per_state(self.options.rep_align_loss_fn(features, teacher_features), b, "rep_align_loss_fn"), mask
             )
         loss = policy - self.entropy_weight * entropy + self.rep_align_weight * alignment
         return DistillOutput(LossBreakdown(loss, policy, entropy, alignment), student_out, labels, valid, forbidden)
@@ -297,7 +273,7 @@ class DaggerDistiller(DaggerLoopMixin):
 
     def _labels(self, teacher_out: Tree, states: Tree, info: Any, step: int) -> Tree:
         with th.no_grad():
-            labels = sample_action(teacher_out) if self.teacher_sample else best_action(teacher_out)
+            labels = sample_action(teacher_out) if self.options.teacher_sample else best_action(teacher_out)
             if self.label_transform is not None:
                 labels = self.label_transform(states, labels, info, step)
         return labels
@@ -359,6 +335,9 @@ class DaggerDistiller(DaggerLoopMixin):
             yield captured
         finally:
             handle.remove()
+
+
+DaggerDistiller.__signature__ = reader_signature(DaggerDistiller.__init__, DISTILLER)  # type: ignore[attr-defined]
 
 
 def _as_policy_fn(policy: Any, name: str) -> PolicyFn:

@@ -47,6 +47,7 @@ class DaggerLoopMixin:
     beta: float
     max_grad_norm: float | None
     device: th.device
+    options: Any
     num_steps: int
     _store_labels: bool
     _obs: Tree
@@ -66,7 +67,6 @@ class DaggerLoopMixin:
         lr: float,
         batch_size: int,
         max_dataset_size: int,
-        beta: float,
         max_grad_norm: float | None,
         device: th.device | str | None,
     ) -> None:
@@ -81,7 +81,7 @@ class DaggerLoopMixin:
             add_to_optimizer(optimizer, self.projector)
         self.env = env
         self.batch_size = batch_size
-        self.beta = float(beta)
+        self.beta = float(self.options.beta)
         self.max_grad_norm = max_grad_norm
         self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
         self.dataset = AggregatedDataset(max_dataset_size)
