@@ -69,7 +69,7 @@ setup(
         "console_scripts": [
             "xppo-train=sb3_xppo.train:main",
             "xppo-enjoy=sb3_xppo.enjoy:main",
-            "xppo-distill=sb3_xppo.dagger_distill.__main__:main",
+            "xppo-distill=sb3_xppo.distill:main",
         ]
     },
     license="MIT",

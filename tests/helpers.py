@@ -232,7 +232,7 @@ def parse_commands(commands: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     import rl_zoo3.train
     import rl_zoo3.utils
 
-    from sb3_xppo.dagger_distill.__main__ import parse_args as distill_parse_args
+    from sb3_xppo.distill import parse_args as distill_parse_args
     from sb3_xppo.enjoy import main as enjoy_main
     from sb3_xppo.train import main as train_main
 
@@ -251,7 +251,7 @@ def parse_commands(commands: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
         if "--distributed" in words:  # as the launcher starts rank 0
             for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
                 monkeypatch.setenv(name, value)
-        if words[2] == "sb3_xppo.dagger_distill":
+        if words[2] in ("sb3_xppo.distill", "sb3_xppo.dagger_distill"):
             distill_parse_args(words[3:])
         else:
             main = {"sb3_xppo.train": train_main, "sb3_xppo.enjoy": enjoy_main}[words[2]]

@@ -9,8 +9,8 @@ from stable_baselines3 import A2C, PPO, SAC, TD3
 from stable_baselines3.common.env_util import make_vec_env
 from test_dagger_callback import _agreement, _cartpole_obs, cartpole_teacher
 
-from sb3_xppo.dagger_distill.__main__ import main
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
+from sb3_xppo.distill import main
 
 
 @pytest.mark.slow

@@ -23,12 +23,12 @@ from test_dagger_interrupts import _Interrupt, assert_untouched, snapshot
 from torch.distributions import Categorical
 
 from sb3_xppo import DaggerCallback, DaggerDistiller, MaskableXPPO, RecurrentXPPO, kl_loss
-from sb3_xppo.dagger_distill.__main__ import main
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model
 from sb3_xppo.dagger_distill.env_adapter import SB3VecEnvAdapter
 from sb3_xppo.dagger_distill.masks import actions_allowed
 from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter
 from sb3_xppo.dagger_distill.policy_input import PolicyInput, obs_of
+from sb3_xppo.distill import main
 
 DIM, INVALID = 8, 3  # InvalidActionEnvDiscrete: 3 of the 7 actions that are not the state are forbidden at each step
 MASKED_ENV_ID = "DaggerInvalidActionDiscrete-v0"

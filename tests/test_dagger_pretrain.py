@@ -21,8 +21,8 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal, kl_divergence
 
 from sb3_xppo import XPPO, DaggerCallback, DaggerDistiller, kl_loss, mse_loss, nll_loss
-from sb3_xppo.dagger_distill.__main__ import main
 from sb3_xppo.dagger_distill.masks import actions_allowed
+from sb3_xppo.distill import main
 
 # ---------------------------------------------------------------------------------------------------------------------
 # DaggerDistiller: collect(sample, teacher_acts), pretrain
@@ -386,4 +386,4 @@ def test_cli_pretrain_steps(tmp_path, capsys, monkeypatch):
     assert PPO.load(tmp_path / "out.zip", device="cpu").num_timesteps == 64 + 32
     assert main(base) == 0 and len(calls) == 1  # 0: no warm-up
     assert main([*base, "--pretrain-steps", "-1"]) == 2
-    assert "--pretrain-steps must be >= 0" in capsys.readouterr().err
+    assert "--pretrain-steps must be an int >= 0, got -1" in capsys.readouterr().err

@@ -22,8 +22,8 @@ from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 from torch.distributions import Categorical
 
 from sb3_xppo import XPPO, DaggerCallback, DaggerDistiller
+from sb3_xppo import distill as cli
 from sb3_xppo.dagger_distill import StudentObsWrapper
-from sb3_xppo.dagger_distill import __main__ as cli
 
 # A CartPole whose observations are scaled and shifted: a teacher trained there with VecNormalize(norm_obs=True) acts
 # on (obs - SHIFT) / SCALE, the true state. Given the raw (shifted) observations it pushes one way whatever the state.
@@ -137,7 +137,7 @@ def test_teacher_vec_normalize_from_a_pkl_and_its_errors(tmp_path):
 
     with pytest.raises(ValueError, match="no VecNormalize statistics at"):
         DaggerCallback(teacher, teacher_vec_normalize=tmp_path / "missing.pkl")
-    with pytest.raises(TypeError, match="teacher_vec_normalize must be a VecNormalize or the path"):
+    with pytest.raises(TypeError, match="teacher_vec_normalize must be None, a VecNormalize or the path"):
         DaggerCallback(teacher, teacher_vec_normalize=42)
     pendulum = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1))
     with pytest.raises(ValueError, match=r"teacher_vec_normalize normalizes Box.*but the teacher reads Box"):
@@ -180,6 +180,8 @@ class _Capture:
     """Records what the command builds: the distiller and make_vec_env's arguments."""
 
     def __init__(self, monkeypatch) -> None:
+        import rl_zoo3.utils
+
         self.distillers, self.envs = [], []
         capture = self
 
@@ -193,7 +195,9 @@ class _Capture:
             return make_vec_env(env_id, **kwargs)
 
         monkeypatch.setattr(cli, "DaggerDistiller", Distiller)
+        # the command builds the env itself without rl-zoo3, else by rl-zoo3's create_test_env (through sb3_xppo.zoo)
         monkeypatch.setattr(cli, "make_vec_env", make_vec_env_spy)
+        monkeypatch.setattr(rl_zoo3.utils, "make_vec_env", make_vec_env_spy)
 
 
 def test_the_command_reads_the_zoo_run_beside_the_teacher(zoo_run, tmp_path, monkeypatch, capsys):
@@ -203,7 +207,7 @@ def test_the_command_reads_the_zoo_run_beside_the_teacher(zoo_run, tmp_path, mon
     assert cli.main([*base, "--out", str(tmp_path / "a.zip")]) == 0
     assert f"normalized by {zoo_run / 'CartPole-v1' / 'vecnormalize.pkl'}" in capsys.readouterr().out
     # The env as rl-zoo3 built it: its wrapper (a time feature) and env kwargs, for the student and the evaluation
-    assert all(kwargs["env_kwargs"] == {"sutton_barto_reward": True} for kwargs in capture.envs)
+    assert capture.envs and all(kwargs["env_kwargs"] == {"sutton_barto_reward": True} for kwargs in capture.envs)
     assert PPO.load(tmp_path / "a.zip", device="cpu").observation_space.shape == (5,)
     # The teacher reads the raw observations normalized by the run's statistics, frozen
     with open(zoo_run / "CartPole-v1" / "vecnormalize.pkl", "rb") as file:

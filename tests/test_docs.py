@@ -52,7 +52,7 @@ OTHER_PUBLIC_NAMES = (
     "sb3_xppo.zoo.linear_reward",
     "sb3_xppo.train.main",
     "sb3_xppo.enjoy.main",
-    "sb3_xppo.dagger_distill.__main__.main",
+    "sb3_xppo.distill.main",
 )
 AUTODOC = re.compile(r"^\.\. (auto\w+):: *(\S+)", re.MULTILINE)
 

@@ -34,6 +34,7 @@ LAYERS = {
     "zoo": 6,
     "train": 7,
     "enjoy": 7,
+    "distill": 7,
     "__init__": 8,
 }
 
@@ -86,7 +87,7 @@ def test_layer_check_can_fail(tmp_path):
 
 #: the rooms that may import the rl-zoo3 integration (``sb3_xppo.zoo``, which imports rl-zoo3 and optuna): the
 #: command-line entry points and the zoo package itself
-ZOO_IMPORTERS = {"zoo", "train", "enjoy"}
+ZOO_IMPORTERS = {"zoo", "train", "enjoy", "distill"}
 
 
 def zoo_imports_elsewhere(modules: list[tuple[str, pathlib.Path]]) -> list[str]:

@@ -232,7 +232,7 @@ def test_a_hostile_teacher_for_the_command(ppo_zip, tmp_path):
 
 def test_a_hostile_zoo_folder_for_the_command(ppo_zip, tmp_path):
     """The DAgger command reads the teacher's rl-zoo3 folder: a Python tag in its args.yml is refused."""
-    from sb3_xppo.dagger_distill.__main__ import main
+    from sb3_xppo.distill import main
 
     sentinel = tmp_path / "ran"
     zoo_folder(tmp_path, args_yml=f"env_kwargs: !!python/object/apply:os.system [\"touch '{sentinel}'\"]\n")

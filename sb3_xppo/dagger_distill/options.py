@@ -57,6 +57,8 @@ class Flag(NamedTuple):
     default: Any = None
     #: argparse's ``nargs``
     nargs: str | None = None
+    #: the values the flag takes (None: any its ``type`` reads)
+    choices: tuple[str, ...] | None = None
 
 
 def readers(*names: str, flag: Flag | None = None) -> dict[str, Any]:
@@ -181,7 +183,14 @@ class DistillOptions:
             DISTILLER,
             CALLBACK,
             COMMAND,
-            flag=Flag("distillation objective", name="--loss", type=str, to_option=LOSSES.__getitem__, default="nll"),
+            flag=Flag(
+                "distillation objective",
+                name="--loss",
+                type=str,
+                to_option=LOSSES.__getitem__,
+                default="nll",
+                choices=tuple(sorted(LOSSES)),
+            ),
         ),
     )
     teacher_sample: bool = option(

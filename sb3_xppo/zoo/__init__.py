@@ -9,12 +9,13 @@ to all three under the name ``"xppo"``, ``MaskableXPPO`` as ``"xppo_mask"``, ``R
 Everything else (configs, eval, checkpoints, tensorboard, optuna, enjoy) is rl-zoo3's own code, called
 unchanged by ``python -m sb3_xppo.train`` / ``python -m sb3_xppo.enjoy``, but for what rl-zoo3 cannot do: give a
 maskable model its env's action masks when it evaluates or watches it (:mod:`sb3_xppo.zoo.evaluation`),
+read a trained agent's run for ``python -m sb3_xppo.distill`` without running its code (:mod:`sb3_xppo.zoo.agents`),
 build its envs with the lean vector env, EnvPool or Ray (``--vec-env``, an entry's ``vec_env`` key:
 :mod:`sb3_xppo.zoo.vec_envs`), and create optuna's tables before a distributed search. All of it is done to
 rl-zoo3's and SB3's objects in one module, :mod:`sb3_xppo.zoo.session`, under one context manager,
 :func:`~sb3_xppo.zoo.zoo_session`, that puts everything back.
 
-One module per job (``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
+One module per job (``agents``, ``algorithms``, ``registration``, ``search_space``, ``storage``, ``evaluation``,
 ``env_wrappers``, ``runs``, ``vec_envs``, ``session``), every public name re-exported here: ``sb3_xppo.zoo.<name>`` is
 the path configs and code use (``env_wrapper: sb3_xppo.zoo.linear_reward``).
 
@@ -22,6 +23,7 @@ Only the command-line entry points import this package: it imports rl-zoo3 and o
 rest of the package does not need.
 """
 
+from sb3_xppo.zoo.agents import AgentSettings, agent_settings
 from sb3_xppo.zoo.algorithms import (
     ALGO_NAME,
     CONFIG_PATH,
@@ -70,7 +72,9 @@ __all__ = [
     "VEC_ENV_CHOICES",
     "VEC_ENV_KEY",
     "XPPO_SEARCH_KEYS",
+    "AgentSettings",
     "add_xppo_choices",
+    "agent_settings",
     "convert_xppo_params",
     "default_env",
     "find_run_dirs",
