@@ -376,7 +376,7 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match="batch_size must be None or an int >= 1"):
         DaggerDistiller(f, f, batch_size=0)
     with pytest.raises(TypeError, match="DaggerDistiller's beta is a number"):
-        DaggerDistiller(f, f, beta=lambda progress: progress)
+        DaggerDistiller(f, f, beta=lambda progress: progress, env=object())
     with pytest.raises(TypeError, match="weight is an option of DaggerCallback, not of DaggerDistiller"):
         DaggerDistiller(f, f, weight=0.5)
     with pytest.raises(TypeError, match="unexpected keyword argument 'not_an_option'"):

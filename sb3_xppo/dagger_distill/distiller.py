@@ -133,7 +133,7 @@ class DaggerDistiller(DaggerLoopMixin):
                 raise TypeError("pass buffer_size or max_dataset_size (its old name), not both")
             keywords["buffer_size"] = keywords.pop("max_dataset_size")
         self.options = options = DistillOptions.for_reader(DISTILLER, options, keywords)
-        if callable(options.beta):
+        if callable(options.beta) and env is not None:  # DaggerCallback's schedule, which its own distiller never reads
             raise TypeError("DaggerDistiller's beta is a number in [0, 1]: a schedule needs DaggerCallback's progress")
         self.student = _as_policy_fn(student, "student")
         self.teacher = _as_policy_fn(teacher, "teacher")
@@ -154,7 +154,7 @@ class DaggerDistiller(DaggerLoopMixin):
         self.student_layer = resolve_layer(self.student, options.student_layer, "student")
         self.teacher_layer = resolve_layer(self.teacher, options.teacher_layer, "teacher")
         projector = options.rep_align_projector
-        self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = projector if projector is not True else None
+        self.projector: nn.Module | Callable[[th.Tensor], th.Tensor] | None = projector if callable(projector) else None
         self._make_projector = projector is True
 
         self.agreement_atol = agreement_atol

@@ -81,7 +81,8 @@ class DaggerLoopMixin:
             add_to_optimizer(optimizer, self.projector)
         self.env = env
         self.batch_size = batch_size
-        self.beta = float(self.options.beta)
+        # a schedule is DaggerCallback's (its distiller has no env, and collect() needs one)
+        self.beta = 0.0 if callable(self.options.beta) else float(self.options.beta)
         self.max_grad_norm = max_grad_norm
         self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
         self.dataset = AggregatedDataset(max_dataset_size)
