@@ -62,6 +62,16 @@ def check_number(name: str, value: Any, low: float | None = None, high: float | 
         raise ValueError(f"{name} must be a number in {bounds}, got {value!r}")
 
 
+def check_switch(name: str, value: Any) -> None:
+    """
+    :param name: the keyword, for the error
+    :param value: the switch
+    :raises ValueError: unless ``value`` is True or False (numpy's included)
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def check_callable(name: str, value: Any, optional: bool = False) -> None:
     """
     :param name: the keyword, for the error

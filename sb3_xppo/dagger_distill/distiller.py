@@ -146,8 +146,8 @@ class DaggerDistiller(DaggerLoopMixin):
             raise ValueError("pass optimizer= or params=, not both")
 
         self.loss_fn = options.loss_fn
-        self.entropy_weight = options.entropy_weight
-        self.rep_align_weight = options.rep_align_weight
+        self.entropy_weight = float(options.entropy_weight)
+        self.rep_align_weight = float(options.rep_align_weight)
         self.return_loss_breakdown = return_loss_breakdown
         self.teacher_state_fn = teacher_state_fn
         self.label_transform = label_transform

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
-import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.type_aliases import Schedule
 from stable_baselines3.common.vec_env import VecNormalize
@@ -24,7 +23,7 @@ from torch import nn
 
 from sb3_xppo.common.declarations import check_declared, option
 from sb3_xppo.common.option_docs import document_options
-from sb3_xppo.dagger_distill.checks import check_callable, check_count, check_layers, check_number, check_size
+from sb3_xppo.dagger_distill.checks import check_callable, check_count, check_layers, check_number, check_size, check_switch
 from sb3_xppo.dagger_distill.objectives import Objective, cosine_alignment_loss, kl_loss, mse_loss, nll_loss
 from sb3_xppo.dagger_distill.teacher_obs import ObsKeys
 
@@ -66,51 +65,29 @@ def readers(*names: str, flag: Flag | None = None) -> dict[str, Any]:
     return {"readers": names, "flag": flag}
 
 
-def as_switch(name: str) -> Callable[[Any, Mapping[str, Any]], bool]:
-    def check(value: Any, checked: Mapping[str, Any]) -> bool:
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {value!r}")
-        return bool(value)
+def plain(check: Callable[..., Any], name: str, **bounds: Any) -> Callable[[Any, Mapping[str, Any]], Any]:
+    """
+    An option's check made of one of :mod:`sb3_xppo.dagger_distill.checks`' (``check(name, value, **bounds)``).
 
-    return check
+    :return: ``check(value, checked) -> value`` (:data:`~sb3_xppo.common.declarations.OptionCheck`)
+    """
 
+    def check_value(value: Any, checked: Mapping[str, Any]) -> Any:
+        check(name, value, **bounds)
+        return value
 
-def as_number(name: str, low: float | None = None, high: float | None = None) -> Callable[[Any, Mapping[str, Any]], float]:
-    def check(value: Any, checked: Mapping[str, Any]) -> float:
-        check_number(name, value, low=low, high=high)
-        return float(value)
-
-    return check
+    return check_value
 
 
-def as_schedule(name: str, high: float | None = None) -> Callable[[Any, Mapping[str, Any]], float | Schedule]:
+def number_or_schedule(name: str, high: float | None = None) -> Callable[[Any, Mapping[str, Any]], float | Schedule]:
     """A number in ``[0, high]`` or a schedule of ``progress_remaining`` (checked where it is read)."""
 
     def check(value: Any, checked: Mapping[str, Any]) -> float | Schedule:
-        if callable(value):
-            return value
-        check_number(name, value, low=0.0, high=high)
-        return float(value)
-
-    return check
-
-
-def as_size(name: str) -> Callable[[Any, Mapping[str, Any]], int | None]:
-    def check(value: Any, checked: Mapping[str, Any]) -> int | None:
-        check_size(name, value, optional=True)
+        if not callable(value):
+            check_number(name, value, low=0.0, high=high)
         return value
 
     return check
-
-
-def check_loss_fn(loss_fn: Any, checked: Mapping[str, Any]) -> Objective:
-    check_callable("loss_fn", loss_fn)
-    return loss_fn
-
-
-def check_rep_align_loss_fn(loss_fn: Any, checked: Mapping[str, Any]) -> Callable:
-    check_callable("rep_align_loss_fn", loss_fn)
-    return loss_fn
 
 
 def check_layer(name: str) -> Callable[[Any, Mapping[str, Any]], str | nn.Module | None]:
@@ -128,11 +105,6 @@ def check_projector(projector: Any, checked: Mapping[str, Any]) -> Any:
     if not (projector is None or projector is True or callable(projector)):
         raise TypeError(f"rep_align_projector must be None, True or a module/callable, got {projector!r}")
     return projector
-
-
-def check_pretrain_steps(steps: Any, checked: Mapping[str, Any]) -> int:
-    check_count("pretrain_steps", steps, low=0)
-    return int(steps)
 
 
 def check_obs_keys(keys: Any, checked: Mapping[str, Any]) -> ObsKeys:
@@ -178,7 +150,7 @@ class DistillOptions:
         "objective per head, ``loss_fn(student, teacher, action) -> elementwise loss``: "
         ":func:`~sb3_xppo.dagger_distill.nll_loss` (default), :func:`~sb3_xppo.dagger_distill.kl_loss`, "
         ":func:`~sb3_xppo.dagger_distill.mse_loss` or your own",
-        check_loss_fn,
+        plain(check_callable, "loss_fn"),
         **readers(
             DISTILLER,
             CALLBACK,
@@ -196,13 +168,13 @@ class DistillOptions:
     teacher_sample: bool = option(
         False,
         "label with a sample of the teacher instead of its mode/mean",
-        as_switch("teacher_sample"),
+        plain(check_switch, "teacher_sample"),
         **readers(DISTILLER, CALLBACK),
     )
     entropy_weight: float = option(
         0.0,
         "weight of the student's entropy bonus (subtracted from the loss)",
-        as_number("entropy_weight"),
+        plain(check_number, "entropy_weight"),
         **readers(DISTILLER, CALLBACK),
     )
     student_layer: str | nn.Module | None = option(
@@ -219,7 +191,10 @@ class DistillOptions:
         **readers(DISTILLER, CALLBACK),
     )
     rep_align_weight: float = option(
-        1.0, "weight of the alignment loss (>= 0)", as_number("rep_align_weight", low=0.0), **readers(DISTILLER, CALLBACK)
+        1.0,
+        "weight of the alignment loss (>= 0)",
+        plain(check_number, "rep_align_weight", low=0.0),
+        **readers(DISTILLER, CALLBACK),
     )
     rep_align_projector: bool | nn.Module | Callable | None = option(
         None,
@@ -231,7 +206,7 @@ class DistillOptions:
     rep_align_loss_fn: Callable = option(
         cosine_alignment_loss,
         "``(student_features, teacher_features) -> (b)`` loss, ``1 - cosine`` by default",
-        check_rep_align_loss_fn,
+        plain(check_callable, "rep_align_loss_fn"),
         **readers(DISTILLER, CALLBACK),
     )
     beta: float | Schedule = option(
@@ -239,14 +214,14 @@ class DistillOptions:
         "probability of executing the teacher's label instead of the student's action (DAgger's mixture policy; 0 "
         "rolls out the student alone): a number in [0, 1], or for ``DaggerCallback`` a schedule of "
         "``progress_remaining``",
-        as_schedule("beta", high=1.0),
+        number_or_schedule("beta", high=1.0),
         **readers(DISTILLER, CALLBACK, COMMAND, flag=Flag("probability of executing the teacher's action", type=float)),
     )
     batch_size: int | None = option(
         None,
         "minibatch size of the fits (None: the student model's ``batch_size`` where it has one, else 64; a loss-hook "
         "student's distillation minibatches take the RL minibatch's size)",
-        as_size("batch_size"),
+        plain(check_size, "batch_size", optional=True),
         **readers(DISTILLER, CALLBACK, COMMAND, flag=Flag("minibatch size", type=int, default=64)),
     )
     buffer_size: int | None = option(
@@ -254,14 +229,14 @@ class DistillOptions:
         "the aggregated dataset keeps at most this many states, the oldest dropped first (None: 100 000 for "
         "``DaggerDistiller`` and the command, 50 000 for ``DaggerCallback``); ``DaggerDistiller`` also takes it by its "
         "old name, ``max_dataset_size``",
-        as_size("buffer_size"),
+        plain(check_size, "buffer_size", optional=True),
         **readers(DISTILLER, CALLBACK, COMMAND, flag=Flag("size of the aggregated dataset", type=int, default=100_000)),
     )
     pretrain_steps: int = option(
         0,
         "vector steps of the teacher's behaviour-cloning warm-up before DAgger or RL starts (0: none; "
         "``DaggerDistiller.pretrain(steps)`` takes them per call)",
-        check_pretrain_steps,
+        plain(check_count, "pretrain_steps", low=0),
         **readers(
             CALLBACK,
             COMMAND,
@@ -276,20 +251,20 @@ class DistillOptions:
         1.0,
         "weight of the distillation loss: a number >= 0 or a schedule of ``progress_remaining`` (1 -> 0), e.g. "
         "``lambda p: p`` to decay to pure RL",
-        as_schedule("weight"),
+        number_or_schedule("weight"),
         **readers(CALLBACK),
     )
     rl_coef: float = option(
         1.0,
         "weight of the RL loss (loss-hook students only; 0 is pure DAgger)",
-        as_number("rl_coef", low=0.0),
+        plain(check_number, "rl_coef", low=0.0),
         **readers(CALLBACK),
     )
     gradient_steps: int | None = option(
         None,
         "distillation steps per round (None: as many minibatches as ``n_epochs`` passes over the states collected "
         "since the last round would take; the model's ``n_epochs``, else 10)",
-        as_size("gradient_steps"),
+        plain(check_size, "gradient_steps", optional=True),
         **readers(CALLBACK),
     )
     gradient_surgery: bool = option(
@@ -299,7 +274,7 @@ class DistillOptions:
         ":func:`~sb3_xppo.functional.pcgrad_auxiliary`), through the student's ``register_auxiliary_loss_hook``: the "
         "RL gradient is kept whole. A stock SB3 student is refused (``ValueError``): its distillation steps are taken "
         "apart from its RL updates, so no RL gradient shares them",
-        as_switch("gradient_surgery"),
+        plain(check_switch, "gradient_surgery"),
         **readers(CALLBACK),
     )
     teacher_obs_keys: ObsKeys = option(
@@ -338,7 +313,7 @@ class DistillOptions:
         False,
         "load a teacher checkpoint and its ``.pkl`` statistics as SB3 does, running their code (default: no code from "
         "the files runs, docs/guide/security.md)",
-        as_switch("trust_code"),
+        plain(check_switch, "trust_code"),
         **readers(
             CALLBACK,
             COMMAND,
