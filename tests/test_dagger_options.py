@@ -3,6 +3,10 @@
 import dataclasses
 import inspect
 import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,7 +17,15 @@ from torch.distributions import Normal
 
 from sb3_xppo.dagger_distill import DaggerCallback, DaggerDistiller, DistillOptions, kl_loss, nll_loss
 from sb3_xppo.dagger_distill import options as options_module
-from sb3_xppo.dagger_distill.options import CALLBACK, COMMAND, DISTILLER, reader_signature
+from sb3_xppo.dagger_distill.options import (
+    CALLBACK,
+    COMMAND,
+    DISTILLER,
+    KEYWORDS_CLASSES,
+    keywords_region,
+    reader_signature,
+    rewrite_keywords_region,
+)
 from sb3_xppo.distill import command_options, main, parse_args
 
 
@@ -59,6 +71,39 @@ def test_every_option_has_a_reader_a_doc_and_a_check():
         assert f.metadata["doc"] and callable(f.metadata["check"])
         assert (f.metadata["flag"] is not None) == (COMMAND in f.metadata["readers"]), f.name
         assert f":param {f.name}:" in DistillOptions.__doc__
+
+
+OPTIONS_MODULE = Path(options_module.__file__)
+REPO = Path(__file__).parent.parent
+MYPY = shutil.which("mypy")
+
+
+def test_generated_keywords_are_current():
+    text = OPTIONS_MODULE.read_text()
+    assert rewrite_keywords_region(text) == text, "regenerate with python tests/test_dagger_options.py"
+    for reader, (name, extra) in KEYWORDS_CLASSES.items():
+        keywords = getattr(options_module, name).__annotations__
+        assert list(keywords) == [*DistillOptions.read_by(reader), *extra]
+
+
+def test_stale_keywords_are_found():
+    """Negative control: an option missing from the generated keywords is found."""
+    text = OPTIONS_MODULE.read_text().replace("    gradient_surgery: bool\n", "", 1)
+    assert rewrite_keywords_region(text) != text and keywords_region() not in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(MYPY is None, reason="mypy is not installed (the tests extra)")
+def test_mypy_sees_the_option_keywords():
+    """mypy rejects an option of another class, a wrong type and an unknown keyword, and accepts the good calls."""
+    path = REPO / "tests" / "typing" / "check_distill_keywords.py"
+    out = subprocess.run(
+        [MYPY, "--config-file", str(REPO / "pyproject.toml"), str(path)], cwd=REPO, capture_output=True, text=True
+    ).stdout
+    assert 'Unexpected keyword argument "weight" for "DaggerDistiller"' in out, out
+    assert 'Argument "batch_size" to "DaggerCallback" has incompatible type "str"; expected "int | None"' in out, out
+    assert 'Unexpected keyword argument "not_an_option" for "DaggerCallback"' in out, out
+    assert "Found 3 errors in 1 file" in out, out  # the good calls pass
 
 
 def test_options_are_frozen_and_typed():
@@ -261,3 +306,11 @@ def test_agent_settings_refusals(tmp_path, config, message):
 def test_layer_module_accepted(tmp_path):
     layer = nn.Linear(1, 1)
     assert DistillOptions(student_layer=layer, teacher_layer="x").student_layer is layer
+
+
+if __name__ == "__main__":
+    text = OPTIONS_MODULE.read_text()
+    new = rewrite_keywords_region(text)
+    OPTIONS_MODULE.write_text(new)
+    print(f"{OPTIONS_MODULE}: {'rewritten' if new != text else 'up to date'}")
+    sys.exit(0)

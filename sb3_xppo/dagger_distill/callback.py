@@ -9,7 +9,7 @@ dataset and the fitting (:mod:`.aggregation`), and the steering during ``learn()
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
@@ -26,6 +26,11 @@ from sb3_xppo.dagger_distill.options import CALLBACK, DistillOptions, reader_sig
 from sb3_xppo.dagger_distill.steering import Steering
 from sb3_xppo.dagger_distill.teacher import StudentTeacher, raw_obs_of, resolve_teacher
 from sb3_xppo.dagger_distill.teacher_obs import frozen_vec_normalize
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from sb3_xppo.dagger_distill.options import CallbackKeywords
 
 
 class DaggerCallback(BaseCallback):
@@ -128,7 +133,7 @@ class DaggerCallback(BaseCallback):
         *,
         options: DistillOptions | None = None,
         verbose: int = 0,
-        **keywords: Any,
+        **keywords: Unpack[CallbackKeywords],
     ) -> None:
         super().__init__(verbose)
         self.options = options = DistillOptions.for_reader(CALLBACK, options, keywords)

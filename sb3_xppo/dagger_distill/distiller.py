@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch as th
 from torch import nn
@@ -31,6 +31,11 @@ from sb3_xppo.dagger_distill.pytree import (
     tree_map,
 )
 from sb3_xppo.functional.masked import masked_mean
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from sb3_xppo.dagger_distill.options import DistillerKeywords
 
 #: ``state -> Distribution`` or a pytree of distributions
 PolicyFn = Callable[[Tree], Tree]
@@ -126,7 +131,7 @@ class DaggerDistiller(DaggerLoopMixin):
         agreement_atol: float | th.Tensor = 0.1,
         return_loss_breakdown: bool = False,
         device: th.device | str | None = None,
-        **keywords: Any,
+        **keywords: Unpack[DistillerKeywords],
     ) -> None:
         if "max_dataset_size" in keywords:
             if "buffer_size" in keywords:
