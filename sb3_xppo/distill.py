@@ -11,11 +11,8 @@ student to those states once (behaviour cloning, :meth:`~sb3_xppo.dagger_distill
 saved by the student's own class, so ``PPO.load(OUT)`` (or SAC, A2C, ...) continues with stock Stable-Baselines3. A
 progress bar shows the loss and the agreement; a final evaluation compares the teacher's and the student's returns.
 
-The student's class comes from ``--student-algo`` or, for ``--student``, from the checkpoint (its policy class and
-saved options): RecurrentPPO / RecurrentXPPO students (``ppo_lstm``, ``xppo_lstm``) store with each visited state the
-LSTM state they saw and fit through one LSTM step from it; MaskablePPO / MaskableXPPO students (``ppo_mask``,
-``xppo_mask``) store each state's action masks (the env's ``action_masks()``), fit their masked distribution, and
-drop (and count) the teacher's labels the mask forbids (see :class:`~sb3_xppo.dagger_distill.DaggerCallback`). A
+The student's class comes from ``--student-algo`` or, for ``--student``, from the checkpoint; recurrent and maskable
+students are distilled as :class:`~sb3_xppo.dagger_distill.DaggerCallback` distills them (docs/guide/dagger.md). A
 recurrent teacher is refused.
 
 A teacher trained by rl-zoo3 (``logs/<algo>/<env>_<id>/<env>.zip`` or ``best_model.zip``) comes with its settings in

@@ -49,66 +49,17 @@ class DaggerCallback(BaseCallback):
       training, so every log-probability PPO stores is the current policy's; ``weight`` scales their learning rate
       (the exact analogue of a loss weight under Adam and RMSprop).
 
-    **Recurrent students** (RecurrentPPO, RecurrentXPPO). With each visited state the dataset stores the actor's
-    LSTM state (hidden and cell) *as the policy saw it before acting there* and the episode-start flag
-    (a :class:`~sb3_xppo.dagger_distill.policy_input.PolicyInput`); the student's distribution on a stored state is one
-    LSTM step from that state, so the loss trains the LSTM's input and recurrent weights through that one step
-    (truncated backpropagation through time of length 1), while the stored state itself is a constant, computed by the
-    weights of the rollout that visited it. A longer-horizon variant would store whole sequences (the rollout's
-    ``(n_steps, n_envs)`` blocks, cut at episode starts) and replay minibatches of them through the LSTM from the state
-    stored at each sequence's start, as RecurrentPPO's padded sequence minibatches do, so that gradients reach how
-    earlier observations shape the memory; the dataset would then sample sequences, not states. The teacher is
-    feed-forward (typically a privileged or full-state teacher); a recurrent teacher, which would need its own LSTM
-    state tracked through the student's rollouts, is refused (``ValueError``).
-
-    **Maskable students** (MaskablePPO, MaskableXPPO). Each state's action masks (those the policy acted with, as the
-    action hook receives them; all allowed with ``use_masking=False``) are stored with it, and the student's
-    distribution is fitted masked. A teacher's label that the state's mask forbids has probability 0 under the masked
-    student (its log-probability is about -1e8), so no loss can fit it: that state is dropped from the loss, as a
-    non-finite label is, and counted in ``distill/forbidden_labels`` (its share of the sampled states). With ``beta``,
-    a teacher's action the mask forbids is never executed: the student's own action is taken. A maskable SB3 teacher
-    reads the student's masks too (its labels are then allowed). ``kl_loss`` and ``mse_loss`` compare the student with
-    the teacher's distribution restricted to the allowed actions (renormalized; MultiDiscrete and Discrete heads), on
-    the states whose teacher label is allowed.
-
     ``beta`` executes the teacher's action instead of the student's with that probability (DAgger's mixture
     policy); the log-probabilities PPO stores are the student's own of the executed actions, so its ratios stay valid.
+    The teacher reads the raw observations (the original ones under ``VecNormalize``, the full Dict under
+    :class:`~sb3_xppo.dagger_distill.StudentObsWrapper`), of those its own keys, normalized by
+    ``teacher_vec_normalize``; a non-finite observation is a ``ValueError`` naming the env, the step and the key.
 
-    **Behaviour-cloning warm-up** (``pretrain_steps=N``). At the start of the first ``learn()`` on a student, before any
-    rollout, the teacher acts alone in the model's own env for ``N`` vector steps (the student's actions are not
-    executed, except where the teacher's action is not finite or the student's masks forbid it); each state joins the
-    dataset as a rollout's would (with a recurrent student's LSTM state, advanced by its actor without acting), and the
-    student takes ``ceil(N * n_envs * n_epochs / batch_size)`` gradient steps on the dataset at its optimizer's own
-    learning rate (not scaled by ``weight``), whatever its RL algorithm. The env is then reset (as ``learn()`` resets
-    it) so RL starts on fresh episodes: ``_last_obs`` and the episode starts are the reset's, a recurrent student's
-    LSTM state is as before. The env's ``Monitor`` sees the teacher's episodes (and must allow early resets, as
-    ``make_vec_env``'s does); the model's ``num_timesteps`` and episode statistics do not count these steps.
-
-    **How the student is steered.** From ``on_training_start`` to ``on_training_end``, by one action hook,
-    ``hook(model, obs, actions, action_masks) -> actions or None`` (beta), and for loss-hook students the loss hook:
-
-    - students of the XPPO family take both through their ``register_action_hook`` and ``register_loss_hook``: no
-      attribute of the model or its policy is set, and XPPO's rollout stores the student's log-probabilities of the
-      executed actions (under the same LSTM state and masks);
-    - any other student is steered by a :class:`~sb3_xppo.dagger_distill.patching.StudentPatch`, which calls the same
-      action hook from the policy's ``forward`` (on-policy) or the model's ``_sample_action`` (off-policy) and stores
-      the log-probabilities likewise.
-
-    **What the teacher reads.** The raw observations, never the student's normalized ones: the original observations
-    when the student's env is wrapped in ``VecNormalize``, the full Dict when a
-    :class:`~sb3_xppo.dagger_distill.StudentObsWrapper` hides privileged keys from the student (whose policy then
-    never receives them). Of those, a teacher trained on a Dict reads its own keys (or ``teacher_obs_keys``), and
-    ``teacher_vec_normalize`` normalizes them with the teacher's own statistics, frozen, as in the env it was trained
-    in (an rl-zoo3 teacher trained with ``normalize: true``). A non-finite observation (student's or teacher's) is a
-    ``ValueError`` naming the env, the step and the Dict key, raised before it joins the dataset.
-
-    **Leaving the model as it was.** SB3's ``learn()`` has no hook for an exception (``_on_training_end`` is skipped).
-    A stock student's patch has guards that remove it when an exception leaves ``collect_rollouts``, ``train`` or
-    ``dump_logs`` (:class:`~sb3_xppo.dagger_distill.patching.StudentPatch`): the model's and policy's attributes are
-    then exactly as before. An XPPO student's attributes are never changed, and its hooks are registered until the
-    ``learn()`` ends: XPPO removes them when it returns or raises. The callback's next ``learn()`` removes whatever is
-    left first. The
-    same callback may serve several ``learn()`` calls of one model (the dataset is kept) or move to another model (it
+    The guide (docs/guide/dagger.md) holds the rest of the contract: recurrent students (one LSTM step from the stored
+    state), maskable students (forbidden labels dropped and counted), the behaviour-cloning warm-up
+    (``pretrain_steps``), how the student is steered (XPPO's hooks, else
+    :class:`~sb3_xppo.dagger_distill.patching.StudentPatch`) and left as it was when ``learn()`` raises. The same
+    callback may serve several ``learn()`` calls of one model (the dataset is kept) or move to another model (it
     starts afresh); using it in a second ``learn()`` while one is running is a ``ValueError``.
 
     Logs ``distill/loss``, ``distill/agreement`` (share of states where the student's best action matches the
