@@ -4,7 +4,16 @@ import os
 
 from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
 from sb3_xppo.common.safe_load import UnsafeFileError, load_vec_normalize
-from sb3_xppo.dagger_distill import DaggerCallback, DaggerDistiller, LossBreakdown, best_action, kl_loss, mse_loss, nll_loss
+from sb3_xppo.dagger_distill import (
+    DaggerCallback,
+    DaggerDistiller,
+    DistillOptions,
+    LossBreakdown,
+    best_action,
+    kl_loss,
+    mse_loss,
+    nll_loss,
+)
 from sb3_xppo.dagger_distill.checkpoints import load_model
 from sb3_xppo.functional import (
     GAE,
@@ -34,6 +43,7 @@ __all__ = [
     "XPPO",
     "DaggerCallback",
     "DaggerDistiller",
+    "DistillOptions",
     "LossBreakdown",
     "LossHook",
     "MaskableRecurrentXPPO",
