@@ -73,8 +73,7 @@ def test_usage_errors(tmp_path, capsys):
     assert not (tmp_path / "out.zip").exists()
 
 
-def test_module_entry_point():
-    done = subprocess.run(
-        [sys.executable, "-m", "sb3_xppo.dagger_distill", "--help"], capture_output=True, text=True, timeout=120
-    )
+@pytest.mark.parametrize("module", ["sb3_xppo.distill", "sb3_xppo.dagger_distill"])
+def test_module_entry_point(module):
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--teacher" in done.stdout and "--student-algo" in done.stdout

@@ -26,7 +26,7 @@ from sb3_xppo.dagger_distill.options import (
     reader_signature,
     rewrite_keywords_region,
 )
-from sb3_xppo.distill import command_options, main, parse_args
+from sb3_xppo.distill import TeacherEnv, command_options, main, parse_args
 
 
 def small_ppo(**kwargs):
@@ -301,6 +301,26 @@ def test_agent_settings_refusals(tmp_path, config, message):
 
     with pytest.raises(ValueError, match=message):
         zoo.agent_settings(write_run(tmp_path, config), "CartPole-v1")
+
+
+def test_the_teacher_env_without_rl_zoo3(tmp_path, monkeypatch):
+    """Without rl-zoo3 the command builds the bare env, and refuses to ignore a zoo run's settings or --env-wrapper."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rl_zoo3" else find_spec(name, *a))
+    model = write_run(tmp_path, {"normalize": False})
+    argv = ["--teacher", str(model), "--env", "CartPole-v1", "--timesteps", "8", "--out", "o.zip"]
+    with pytest.raises(ValueError, match=r"rl-zoo3 settings in .*CartPole-v1 need rl-zoo3"):
+        TeacherEnv(parse_args(argv), DistillOptions())
+    with pytest.raises(ValueError, match="--env-wrapper need rl-zoo3"):
+        TeacherEnv(parse_args([*argv, "--no-zoo-config", "--env-wrapper", "a.B"]), DistillOptions())
+    teacher_env = TeacherEnv(
+        parse_args([*argv, "--no-zoo-config", "--env-kwargs", "sutton_barto_reward:True"]), DistillOptions()
+    )
+    env = teacher_env.make_env(2, 0)
+    assert env.num_envs == 2 and teacher_env.vec_normalize_path is None
+    env.close()
 
 
 def test_layer_module_accepted(tmp_path):
