@@ -178,14 +178,15 @@ def shell_commands_of(blocks: list[tuple[str, str]]) -> list[str]:
 def ci_steps(docs: bool = False) -> list[str]:
     """
     :param docs: the steps of .ci/run's documentation section (``# --- docs ...``) instead of all the others
-    :return: the commands of .ci/run (style checks, shell set-up, the machine's packages and CI's own scripts left out)
+    :return: the commands of .ci/run (style and type checks, shell set-up, the machine's packages and CI's own scripts
+        left out)
     """
     commands, in_docs = [], False
     for raw in (ROOT / ".ci" / "run").read_text().splitlines():
         if raw.startswith("# ---"):
             in_docs = raw.startswith("# --- docs")
         line = raw.split("#")[0].strip()
-        if line and not line.startswith(("set ", "cd ", "ruff ", "bash .ci/", "apt-get ")) and in_docs == docs:
+        if line and not line.startswith(("set ", "cd ", "ruff ", "mypy ", "bash .ci/", "apt-get ")) and in_docs == docs:
             commands.append(line)
     return commands
 

@@ -129,7 +129,9 @@ class ScaledBeta(TransformedDistribution):
         return self.bounds_transform(self.base_dist.mode)
 
     def entropy(self) -> th.Tensor:
-        return self.base_dist.entropy() + self.bounds_transform.scale.log()
+        scale = self.bounds_transform.scale
+        assert isinstance(scale, th.Tensor)  # (the bounds, as tensors)
+        return self.base_dist.entropy() + scale.log()
 
 
 class BetaDistribution(Distribution):

@@ -358,7 +358,9 @@ class MaskedSequencesMixin:
         return self.samples_class(*samples, action_masks=masks)
 
 
-class XPPOMaskableRecurrentRolloutBuffer(
+# sb3-contrib's recurrent buffers take env_change in _get_samples and LSTM states in add, which its maskable ones
+# (and SB3's RolloutBuffer) do not: mypy sees the two parents' signatures clash
+class XPPOMaskableRecurrentRolloutBuffer(  # type: ignore[misc]
     MaskedSequencesMixin, XPPORolloutBufferMixin, RecurrentRolloutBuffer, MaskableRolloutBuffer
 ):
     """
@@ -371,7 +373,8 @@ class XPPOMaskableRecurrentRolloutBuffer(
     samples_class = MaskableRecurrentRolloutBufferSamples
 
 
-class XPPOMaskableRecurrentDictRolloutBuffer(
+# (as XPPOMaskableRecurrentRolloutBuffer: sb3-contrib's recurrent and maskable signatures clash)
+class XPPOMaskableRecurrentDictRolloutBuffer(  # type: ignore[misc]
     MaskedSequencesMixin, XPPORolloutBufferMixin, RecurrentDictRolloutBuffer, MaskableDictRolloutBuffer
 ):
     """

@@ -83,10 +83,10 @@ def rollout_non_finite_error(
         step, env, values = found
         shown = _show(values)
         candidates.append((step, env, f"reward {shown}", "(a truncated episode's reward includes gamma * V(terminal obs))"))
-    items = observations.items() if isinstance(observations, dict) else [(None, observations)]
-    last_items = last_obs if isinstance(last_obs, dict) else {None: last_obs}
-    for key, values in items:
-        values = np.asarray(values)
+    items: list[tuple[Any, Any]] = list(observations.items()) if isinstance(observations, dict) else [(None, observations)]
+    last_items: dict[Any, Any] = last_obs if isinstance(last_obs, dict) else {None: last_obs}
+    for key, buffer_values in items:
+        values = np.asarray(buffer_values)
         if not np.issubdtype(values.dtype, np.inexact):
             continue  # integers (Discrete, MultiBinary, images) are always finite
         # rows 1..steps-1 of the buffer, then the last observation (in the buffer's row shape): steps 0..steps-1

@@ -27,7 +27,7 @@ def split_parameters(policy: nn.Module) -> dict[str, list[nn.Parameter]]:
     """
     # Without a shared extractor, SB3 registers the actor's as `features_extractor` (the same module as
     # `pi_features_extractor`), which named_parameters() lists under its first name
-    actor_prefixes = ACTOR_PREFIXES
+    actor_prefixes: tuple[str, ...] = ACTOR_PREFIXES
     if not getattr(policy, "share_features_extractor", True):
         actor_prefixes = (*ACTOR_PREFIXES, "features_extractor.")
     parts: dict[str, list[nn.Parameter]] = {"actor": [], "critic": [], "shared": []}

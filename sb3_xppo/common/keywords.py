@@ -45,7 +45,7 @@ def parent_keywords(parent: type, args: tuple[Any, ...], kwargs: dict[str, Any])
     :return: keyword arguments
     :raises TypeError: as the parent would, for too many positional arguments or one given twice
     """
-    names = list(inspect.signature(parent.__init__).parameters)[3:]  # after self, policy, env
+    names = list(inspect.signature(parent).parameters)[2:]  # after policy, env
     if len(args) > len(names):
         raise TypeError(f"{parent.__name__} takes at most {len(names) + 2} positional arguments, got {len(args) + 2}")
     twice = [name for name in names[: len(args)] if name in kwargs]
@@ -62,7 +62,7 @@ def check_parent_keywords(algorithm: str, parent: type, kwargs: dict[str, Any], 
     :param options: the algorithm's options class, for the suggestion
     :raises TypeError: for a keyword neither the parent nor the options know, before any env or network is built
     """
-    known = [name for name in inspect.signature(parent.__init__).parameters if name not in ("self", "policy", "env")]
+    known = [name for name in inspect.signature(parent).parameters if name not in ("policy", "env")]
     unknown = [name for name in kwargs if name not in known]
     if unknown:
         close = difflib.get_close_matches(unknown[0], [*known, *options.names()], n=1)
@@ -76,7 +76,7 @@ def ppo_keywords(parent: type, kwargs: dict[str, Any]) -> dict[str, Any]:
     :param kwargs: the parent's keywords as given (:func:`parent_keywords`)
     :return: every parent keyword's value: as given, else the parent's default
     """
-    parameters = list(inspect.signature(parent.__init__).parameters.values())[3:]
+    parameters = list(inspect.signature(parent).parameters.values())[2:]
     return {p.name: kwargs.get(p.name, p.default) for p in parameters}
 
 
@@ -140,7 +140,7 @@ def _check_learning_rate(learning_rate: Any) -> None:
 
 
 def _check_batch_size(parent: type, batch_size: Any, normalize_advantage: str | bool) -> None:
-    if batch_size is None and "None" in str(inspect.signature(parent.__init__).parameters["batch_size"].annotation):
+    if batch_size is None and "None" in str(inspect.signature(parent).parameters["batch_size"].annotation):
         return  # sb3-contrib's: the whole rollout in one minibatch
     _check_int("batch_size", batch_size, 1, PPOSettingError)  # PPO asserts batch_size > 1
     if batch_size == 1 and normalize_advantage == "minibatch":

@@ -18,8 +18,8 @@ def minibatch_means(table: th.Tensor, sizes: Sequence[int], valid: Sequence[th.T
     :return: ``(k, M)`` float64, one mean per row and minibatch; a padded sample's value (any number, even NaN)
         is left out
     """
-    sizes = np.asarray(sizes)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    size_array = np.asarray(sizes)
+    starts = np.concatenate(([0], np.cumsum(size_array)[:-1]))
     with th.no_grad():
         if valid is not None and any(v is not None for v in valid):
             weights = th.cat(
@@ -31,7 +31,7 @@ def minibatch_means(table: th.Tensor, sizes: Sequence[int], valid: Sequence[th.T
             table = th.where(weights > 0, table, 0)  # th.where, so that even a NaN there stays out
             counts = np.add.reduceat(weights.cpu().numpy().astype(np.float64), starts)
         else:
-            counts = sizes.astype(np.float64)
+            counts = size_array.astype(np.float64)
         values = table.cpu().numpy().astype(np.float64)
     # np.add.reduceat sums each minibatch's slice of every row at once
     return np.add.reduceat(values, starts, axis=1) / np.maximum(counts, 1)

@@ -492,6 +492,27 @@ class XPPOOptions:
         """
         return replace(self, **check_declared(self, {"clip_range": clip_range, "clip_range_vf": clip_range_vf}))
 
+    @property
+    def groups(self) -> list[str] | None:
+        """``reward_groups`` as :meth:`checked` leaves it: the groups' names, or None (one critic)"""
+        groups = self.reward_groups
+        assert not isinstance(groups, (int, np.integer)), "reward_groups read before the options were checked"
+        return None if groups is None else list(groups)
+
+    @property
+    def adaptive_kl_rule(self) -> dict[str, float] | None:
+        """``adaptive_kl`` as :meth:`checked` leaves it: the rule's parameters, or None (off)"""
+        rule = self.adaptive_kl
+        assert rule is None or isinstance(rule, dict), "adaptive_kl read before the options were checked"
+        return rule
+
+    @property
+    def log_ratio_bounds(self) -> tuple[float, float] | None:
+        """``log_ratio_clamp`` as :meth:`checked` leaves it: ``(low, high)``, or None (no clamp)"""
+        clamp = self.log_ratio_clamp
+        assert clamp is None or isinstance(clamp, tuple), "log_ratio_clamp read before the options were checked"
+        return clamp
+
     def group_value_loss_weights(self) -> list[float] | None:
         """
         The weights of the groups' value losses in the critics' sum (``group_value_weights`` resolved: None is
@@ -500,10 +521,11 @@ class XPPOOptions:
 
         :return: ``G`` weights, or None for the plain sum (also without reward groups)
         """
-        if self.reward_groups is None:
+        groups = self.groups
+        if groups is None:
             return None
         scalarize = not self.normalize_groups and not self.normalize_values
-        return resolve_group_value_weights(self.group_value_weights, self.group_weights, len(self.reward_groups), scalarize)
+        return resolve_group_value_weights(self.group_value_weights, self.group_weights, len(groups), scalarize)
 
 
 def check_no_reward_groups(reward_groups: Any, checked: Mapping[str, Any]) -> None:

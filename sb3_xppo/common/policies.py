@@ -42,7 +42,7 @@ from sb3_contrib.common.recurrent.policies import (
 )
 from stable_baselines3.common.distributions import DiagGaussianDistribution, Distribution, StateDependentNoiseDistribution
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
-from stable_baselines3.common.torch_layers import MlpExtractor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
 from stable_baselines3.common.utils import get_device
 from torch import nn
@@ -168,15 +168,18 @@ class XPPOPolicyMixin:
     ortho_init: bool
     action_space: spaces.Space
     share_features_extractor: bool
-    features_extractor: nn.Module
-    pi_features_extractor: nn.Module
-    vf_features_extractor: nn.Module
+    #: (SB3 types it ``BaseFeaturesExtractor | None`` in ``BaseModel`` and ``BaseFeaturesExtractor`` in ``BasePolicy``)
+    features_extractor: Any
+    pi_features_extractor: BaseFeaturesExtractor
+    vf_features_extractor: BaseFeaturesExtractor
     action_net: nn.Module
     device: th.device
     training: bool
-    action_dist: Distribution
+    #: SB3's distribution for the action space, or sb3-contrib's masked one (the parents type it each their own way)
+    action_dist: Any
     mlp_extractor: MlpExtractor
-    value_net: nn.Module
+    #: SB3's ``nn.Linear`` head (its parents' type), or XPPO's: a SimBa network, a ``ValueNormalizer``
+    value_net: Any
     optimizer_class: type[th.optim.Optimizer]
     optimizer_kwargs: dict[str, Any]
     optimizer: th.optim.Optimizer
@@ -369,6 +372,7 @@ class XPPOPolicyMixin:
             # RPO: the update pass (SB3's train() sets training mode, collection and predict() unset it): U(-a, a) on
             # the mean; the log-probabilities (squashed or not) and the entropy are read from this Normal
             normal = distribution.distribution
+            assert isinstance(normal, Normal)  # (rpo_alpha is refused with any other distribution)
             noise = th.empty_like(normal.loc).uniform_(-self.rpo_alpha, self.rpo_alpha)
             validate_args = None if self.validate_distributions else False  # None: torch's default, as SB3 builds it
             distribution.distribution = Normal(normal.loc + noise, normal.scale, validate_args=validate_args)
@@ -402,15 +406,21 @@ class XPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MultiInputActorCriticPoli
     """XPPO's ``MultiInputPolicy``: SB3's ``MultiInputActorCriticPolicy`` with XPPO's options."""
 
 
-class MaskableXPPOActorCriticPolicy(XPPOPolicyMixin, MaskableActorCriticPolicy):
+# the mixin's _get_action_dist_from_latent returns its parent's distribution (here a MaskableDistribution), which
+# mypy cannot tie to the parent
+class MaskableXPPOActorCriticPolicy(XPPOPolicyMixin, MaskableActorCriticPolicy):  # type: ignore[misc]
     """MaskableXPPO's ``MlpPolicy``: sb3-contrib's ``MaskableActorCriticPolicy`` with XPPO's options."""
 
 
-class MaskableXPPOActorCriticCnnPolicy(XPPOPolicyMixin, MaskableActorCriticCnnPolicy):
+# the mixin's _get_action_dist_from_latent returns its parent's distribution (here a MaskableDistribution), which
+# mypy cannot tie to the parent
+class MaskableXPPOActorCriticCnnPolicy(XPPOPolicyMixin, MaskableActorCriticCnnPolicy):  # type: ignore[misc]
     """MaskableXPPO's ``CnnPolicy``: sb3-contrib's ``MaskableActorCriticCnnPolicy`` with XPPO's options."""
 
 
-class MaskableXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MaskableMultiInputActorCriticPolicy):
+# the mixin's _get_action_dist_from_latent returns its parent's distribution (here a MaskableDistribution), which
+# mypy cannot tie to the parent
+class MaskableXPPOMultiInputActorCriticPolicy(XPPOPolicyMixin, MaskableMultiInputActorCriticPolicy):  # type: ignore[misc]
     """MaskableXPPO's ``MultiInputPolicy``: sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` with XPPO's options."""
 
 
@@ -543,13 +553,19 @@ class ActionMaskingMixin:
             return super().predict(observation, state, episode_start, deterministic)  # type: ignore[misc]
 
 
-class MaskableRecurrentXPPOActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticPolicy):
+# sb3-contrib's recurrent forward, get_distribution and evaluate_actions take LSTM states, which its own base
+# ActorCriticPolicy's do not: mypy sees the mixin's (the recurrent ones) clash with ActorCriticPolicy's
+class MaskableRecurrentXPPOActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticPolicy):  # type: ignore[misc]
     """MaskableRecurrentXPPO's ``MlpLstmPolicy``: RecurrentXPPO's ``MlpLstmPolicy`` with action masks."""
 
 
-class MaskableRecurrentXPPOActorCriticCnnPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticCnnPolicy):
+# sb3-contrib's recurrent forward, get_distribution and evaluate_actions take LSTM states, which its own base
+# ActorCriticPolicy's do not: mypy sees the mixin's (the recurrent ones) clash with ActorCriticPolicy's
+class MaskableRecurrentXPPOActorCriticCnnPolicy(ActionMaskingMixin, RecurrentXPPOActorCriticCnnPolicy):  # type: ignore[misc]
     """MaskableRecurrentXPPO's ``CnnLstmPolicy``: RecurrentXPPO's ``CnnLstmPolicy`` with action masks."""
 
 
-class MaskableRecurrentXPPOMultiInputActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOMultiInputActorCriticPolicy):
+# sb3-contrib's recurrent forward, get_distribution and evaluate_actions take LSTM states, which its own base
+# ActorCriticPolicy's do not: mypy sees the mixin's (the recurrent ones) clash with ActorCriticPolicy's
+class MaskableRecurrentXPPOMultiInputActorCriticPolicy(ActionMaskingMixin, RecurrentXPPOMultiInputActorCriticPolicy):  # type: ignore[misc]
     """MaskableRecurrentXPPO's ``MultiInputLstmPolicy``: RecurrentXPPO's ``MultiInputLstmPolicy`` with action masks."""

@@ -26,6 +26,11 @@ class ValueNormalizer(nn.Module):
         same, and its values in return units move with the statistics (slowly: they run over all rollouts)
     """
 
+    # the running statistics, registered buffers (saved with the model)
+    mean: th.Tensor
+    var: th.Tensor
+    count: th.Tensor
+
     def __init__(self, head: nn.Module, n_outputs: int, preserve_outputs: bool = True) -> None:
         super().__init__()
         self.head = head

@@ -9,6 +9,7 @@ minibatch's actions are evaluated (:meth:`XPPOCoreMixin._evaluate_actions`) and 
 (:meth:`XPPOCoreMixin._valid_samples`), and names how its rollout calls the policy (``policy_calls_class``).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,10 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
     device: th.device
     logger: Any
     n_epochs: int
-    batch_size: int
+    #: (PPO's an int, sb3-contrib's an int or None: the whole rollout)
+    batch_size: Any
     ent_coef: float
+    lr_schedule: Callable[[float], float]
     vf_coef: float
     max_grad_norm: float
     target_kl: float | None
@@ -120,7 +123,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
             clip_low,
             clip_high,
             self.options.dual_clip,
-            self.options.log_ratio_clamp,
+            self.options.log_ratio_bounds,
             record.valid,
         )
         self._log_train_stats(record, optimizer_step, ratio_stats, clip_range, clip_range_vf)
@@ -273,7 +276,9 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         if self.options.adaptive_kl is None:
             super()._update_learning_rate(optimizers)  # type: ignore[misc]
             return
-        lr = starting_learning_rate(self.adaptive_kl_lr, self.lr_schedule, self.options.adaptive_kl)  # type: ignore[attr-defined]
+        rule = self.options.adaptive_kl_rule
+        assert rule is not None
+        lr = starting_learning_rate(self.adaptive_kl_lr, self.lr_schedule, rule)
         for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
             update_learning_rate(optimizer, lr)
 
@@ -286,12 +291,13 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         :param record: this call's record, the epoch's minibatches last
         :param epoch: the epoch just done (also one that ``target_kl`` stopped)
         """
-        assert self.options.adaptive_kl is not None
+        rule = self.options.adaptive_kl_rule
+        assert rule is not None
         first = record.epochs.index(epoch)
         # (data-parallel: averaged over the processes, so that all take the same learning rate)
         kl = self._data_parallel.average(mean_approx_kl(record.log_ratios[first:], record.valid[first:]), "the epoch's KL")
         optimizer = self.policy.optimizer
-        lr = adapt_learning_rate(optimizer.param_groups[0]["lr"], kl, **self.options.adaptive_kl)
+        lr = adapt_learning_rate(optimizer.param_groups[0]["lr"], kl, **rule)
         update_learning_rate(optimizer, lr)
 
     def _log_grad_norms(self) -> bool:
@@ -303,7 +309,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         This ``train()`` call's optimizer step: the actor's and the critics' gradients clipped apart
         (``clip_grad_per_part``) and their norms recorded (``log_grad_norms``) where those are on.
         """
-        groups = self.options.reward_groups
+        groups = self.options.groups
         per_part = groups is not None and len(groups) > 1 if self.clip_grad_per_part is None else self.clip_grad_per_part
         parts = split_parameters(self.policy) if per_part or self._log_grad_norms() else None
         average = self._data_parallel.gradient_averaging
@@ -379,7 +385,7 @@ class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (
         :param values: the buffer's values
         :param returns: the buffer's returns
         """
-        groups = self.options.reward_groups
+        groups = self.options.groups
         for i, group_loss in enumerate(group_losses):
             group = groups[i] if groups is not None else i
             self.logger.record(f"train/value_loss/{group}", group_loss)

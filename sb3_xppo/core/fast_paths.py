@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -96,7 +97,7 @@ def aligned_offsets(numels: list[int], itemsize: int) -> tuple[list[int], int]:
     return offsets, end
 
 
-def flat_views(flat: th.Tensor, like: list[th.Tensor], offsets: list[int]) -> list[th.Tensor]:
+def flat_views(flat: th.Tensor, like: Sequence[th.Tensor], offsets: list[int]) -> list[th.Tensor]:
     """Contiguous views of ``flat`` shaped like each of ``like`` (contiguous tensors), starting at ``offsets``."""
     base = flat.storage_offset()
     return [flat.as_strided(t.shape, t.stride(), base + o) for t, o in zip(like, offsets, strict=True)]

@@ -83,12 +83,13 @@ def backward_with_auxiliary(loss: th.Tensor, auxiliary: th.Tensor, params: Seque
     auxiliary.backward()
     aux = [p.grad for p in params]
     reached = [i for i, grad in enumerate(aux) if grad is not None]
+    reached_aux = [grad for grad in aux if grad is not None]
     for p, grad in zip(params, main, strict=True):
         p.grad = grad
     if not reached:
         return th.zeros((), dtype=th.bool, device=loss.device)
-    main_flat = th.cat([(main[i] if main[i] is not None else th.zeros_like(params[i])).reshape(-1) for i in reached])
-    aux_flat = th.cat([aux[i].reshape(-1) for i in reached])  # type: ignore[union-attr]
+    main_flat = th.cat([(grad if (grad := main[i]) is not None else th.zeros_like(params[i])).reshape(-1) for i in reached])
+    aux_flat = th.cat([grad.reshape(-1) for grad in reached_aux])
     combined = pcgrad_auxiliary(main_flat, aux_flat)
     for piece, i in zip(combined.split([params[i].numel() for i in reached]), reached, strict=True):
         params[i].grad = piece.view_as(params[i])

@@ -80,7 +80,9 @@ class MinibatchLosses:
             delight_temp=options.delight_temp,
             log_ratio_clamp=options.log_ratio_clamp,
         )
-        dual_clip = dict(dual_clip=options.dual_clip is not None, dual_clip_threshold=options.dual_clip or 3.0)
+        dual_clip: dict[str, Any] = dict(dual_clip=options.dual_clip is not None, dual_clip_threshold=options.dual_clip or 3.0)
+        #: the actor loss of :mod:`sb3_xppo.functional` that ``actor_loss`` names, with this call's clip ranges
+        self.actor_fn: Callable[..., Any]
         if options.actor_loss == "clip":
             self.actor_fn = partial(ppo_actor_loss, **kwargs, **dual_clip)
         elif options.actor_loss == "hpo":

@@ -67,7 +67,8 @@ class ModelSetupMixin(XPPORolloutMixin):
             self.policy.attach_value_normalizer()
         elif self.options.normalize_values and not isinstance(self.policy.value_net, ValueNormalizer):
             # a policy of the user's own: its linear head, one output per critic
-            n_outputs = len(self.options.reward_groups) if self.options.reward_groups is not None else 1
+            groups = self.options.groups
+            n_outputs = len(groups) if groups is not None else 1
             self.policy.value_net = ValueNormalizer(self.policy.value_net, n_outputs)
         self._data_parallel.check_agreement(self)
 
@@ -120,20 +121,21 @@ class ModelSetupMixin(XPPORolloutMixin):
     def _setup_multi_critic(self) -> None:
         """One critic per reward group: the multi-critic policy and buffer, told the number of groups."""
         options = self.options
-        assert options.reward_groups is not None
+        groups = options.groups
+        assert groups is not None
         self.policy_class = MULTI_CRITIC_POLICIES.get(self.policy_class, self.policy_class)
         if not issubclass(self.policy_class, MultiCriticPolicyMixin):
             raise ValueError(
                 "reward_groups needs a multi-critic policy: 'MlpPolicy', 'CnnPolicy', 'MultiInputPolicy' or a subclass of "
                 f"sb3_xppo.multi_critic.MultiCriticPolicyMixin, got {self.policy_class.__name__}"
             )
-        self.policy_kwargs = {**self.policy_kwargs, "n_groups": len(options.reward_groups)}
+        self.policy_kwargs = {**self.policy_kwargs, "n_groups": len(groups)}
         if self.rollout_buffer_class is None and self.multi_critic_buffer_classes is not None:
             box, dict_obs = self.multi_critic_buffer_classes
             self.rollout_buffer_class = dict_obs if isinstance(self.observation_space, spaces.Dict) else box
         self.rollout_buffer_kwargs = {
             **self.rollout_buffer_kwargs,
-            "n_groups": len(options.reward_groups),
+            "n_groups": len(groups),
             "group_weights": options.group_weights,
             "group_reduce": options.group_reduce,
             "normalize_groups": options.normalize_groups,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 import torch as th
+from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
 from sb3_xppo.common.grad_norms import clip_grad_norm_per_part, grad_norm_log_values, grad_norms
@@ -46,7 +47,7 @@ class OptimizerStep:
 
     def __init__(
         self,
-        policy: nn.Module,
+        policy: BasePolicy,
         max_grad_norm: float,
         parts: dict[str, list[nn.Parameter]] | None = None,
         per_part: bool = False,
@@ -55,7 +56,7 @@ class OptimizerStep:
     ) -> None:
         if per_part and parts is None:
             raise ValueError("per-part gradient clipping needs the parts")
-        self.policy, self.optimizer, self.max_grad_norm = policy, policy.optimizer, max_grad_norm  # type: ignore[union-attr]
+        self.policy, self.optimizer, self.max_grad_norm = policy, policy.optimizer, max_grad_norm
         self.parts, self.per_part, self.fast, self.average = parts, per_part, fast, average
         self.params = list(policy.parameters())  # (those PPO clips the gradients of)
         self.flat: FlatAdam | None = None

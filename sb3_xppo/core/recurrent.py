@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch as th
 from gymnasium import spaces
-from stable_baselines3.common.buffers import RolloutBuffer
+from sb3_contrib.common.recurrent.buffers import RecurrentDictRolloutBuffer, RecurrentRolloutBuffer
 
 from sb3_xppo.common.buffers import XPPORecurrentDictRolloutBuffer, XPPORecurrentRolloutBuffer
 from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
@@ -33,10 +33,11 @@ class RecurrentCoreMixin(XPPOCoreMixin):
     policy_calls_class: ClassVar[type[PolicyCalls]] = RecurrentPolicyCalls
     #: the rollout buffers of padded sequences for (Box, Dict) observations: ``RecurrentPPO`` builds its own buffer
     #: in ``_setup_model``, which this one's replaces (the same data, XPPO's GAE)
-    sequence_buffer_classes: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]]] = (
+    sequence_buffer_classes: ClassVar[tuple[type[RecurrentRolloutBuffer], type[RecurrentDictRolloutBuffer]]] = (
         XPPORecurrentRolloutBuffer,
         XPPORecurrentDictRolloutBuffer,
     )
+    options: RecurrentXPPOOptions
     n_steps: int
     n_envs: int
     gamma: float

@@ -263,8 +263,9 @@ class XPPORolloutMixin:
         rollout_buffer.reset()
         calls = self.policy_calls_class(self, env, use_masking)
         group_reader = None
-        if self.options.reward_groups is not None:
-            group_reader = GroupRewards(env, len(self.options.reward_groups), self.options.vector_reward_key)
+        groups = self.options.groups
+        if groups is not None:
+            group_reader = GroupRewards(env, len(groups), self.options.vector_reward_key)
         # Sample new weights for the state dependent exploration
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
@@ -283,11 +284,11 @@ class XPPORolloutMixin:
                 # Convert to pytorch tensor or to TensorDict
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)
             with fast(obs_tensor):
-                actions, values, log_probs = calls.act(obs_tensor)
+                action_tensor, values, log_probs = calls.act(obs_tensor)
             action_masks = calls.action_masks  # (MaskablePPO's local)
             if self._action_hooks:
-                actions, log_probs = self._apply_action_hooks(calls, obs_tensor, actions, log_probs)
-            actions = actions.cpu().numpy()
+                action_tensor, log_probs = self._apply_action_hooks(calls, obs_tensor, action_tensor, log_probs)
+            actions = action_tensor.cpu().numpy()  # (the callbacks' locals: SB3's numpy actions)
 
             # Rescale and perform action
             clipped_actions = actions

@@ -54,7 +54,7 @@ def parent_algorithm(cls: type) -> type:
     return next(base for base in cls.__mro__ if not issubclass(base, XPPORolloutMixin) and "__init__" in vars(base))
 
 
-def constructor_signature(cls: type) -> inspect.Signature:
+def constructor_signature(cls: "type[XPPOSetupMixin]") -> inspect.Signature:
     """
     What ``inspect.signature`` (``help()``, Jupyter, IDEs that run code) shows for an XPPO algorithm: its parent's
     parameters as the parent declares them, then ``options`` and every option of its ``options_class`` as keywords,
@@ -65,7 +65,7 @@ def constructor_signature(cls: type) -> inspect.Signature:
     """
     parent = [
         p.replace(annotation=XPPO_PPO_KEYWORD_TYPES.get(p.name, p.annotation))
-        for p in list(inspect.signature(parent_algorithm(cls).__init__).parameters.values())[1:]
+        for p in inspect.signature(parent_algorithm(cls)).parameters.values()
     ]
     hints = typing.get_type_hints(cls.options_class)
     options = [

@@ -171,8 +171,8 @@ class PolicyAdapter:
             dist, _ = policy.get_distribution(obs, batch_first_lstm_states(inputs["lstm_states"]), starts.float(), **masks)
             return self._from_sb3(dist)
         if self.maskable:
-            masks = None if inputs is None else inputs.get("action_masks")
-            return self._from_sb3(policy.get_distribution(obs, action_masks=masks))
+            action_masks = None if inputs is None else inputs.get("action_masks")
+            return self._from_sb3(policy.get_distribution(obs, action_masks=action_masks))
         if hasattr(policy, "get_distribution"):  # on-policy: PPO, A2C, TRPO, XPPO
             return self._from_sb3(policy.get_distribution(obs))
         if hasattr(policy, "actor") and hasattr(policy.actor, "get_action_dist_params"):  # SAC-like

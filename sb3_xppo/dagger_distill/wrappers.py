@@ -15,7 +15,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
-from sb3_xppo.dagger_distill.teacher_obs import ObsKeys, select_obs, select_space
+from sb3_xppo.dagger_distill.teacher_obs import select_obs, select_space
 
 
 class StudentObsWrapper(VecEnvWrapper):
@@ -40,7 +40,7 @@ class StudentObsWrapper(VecEnvWrapper):
             isinstance(student_keys, (list, tuple)) and student_keys and all(isinstance(k, str) for k in student_keys)
         ):
             raise TypeError(f"student_keys must be a key or a non-empty list of keys, got {student_keys!r}")
-        keys: ObsKeys = student_keys if isinstance(student_keys, str) else list(student_keys)
+        keys: str | list[str] = student_keys if isinstance(student_keys, str) else list(student_keys)
         missing = [k for k in ([keys] if isinstance(keys, str) else keys) if k not in venv.observation_space.spaces]
         if missing:
             raise ValueError(

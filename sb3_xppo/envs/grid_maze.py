@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -79,7 +79,10 @@ class GridMaze(gym.Env):
         ``"rgb_array"`` (an image, for videos)
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}
+    # (gymnasium's Env declares metadata an instance attribute, which a ClassVar here may not override)
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    observation_space: spaces.Discrete
+    action_space: spaces.Discrete
 
     def __init__(
         self,

@@ -102,7 +102,7 @@ class LunarLanderRewardGroups(gym.Wrapper):
         :raises RuntimeError: when the groups' weighted sum is not the env's reward, or the episode's end is not the
             one gymnasium's LunarLander decides (the env is not gymnasium's LunarLander-v3 as this wrapper reads it)
         """
-        lander = self.env.unwrapped
+        lander: Any = self.env.unwrapped  # gymnasium's LunarLander: its Box2D state, which Env does not declare
         prev_shaping = lander.prev_shaping
         obs, reward, terminated, truncated, info = self.env.step(action)
         # LunarLander.step's end tests, on the state after the step (the later one wins, as there)

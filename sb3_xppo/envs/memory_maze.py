@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -50,7 +50,10 @@ class MemoryMaze(gym.Env):
     :param render_mode: None, ``"ansi"`` (``render()`` returns the maze as text) or ``"rgb_array"`` (an image)
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # (gymnasium's Env declares metadata an instance attribute, which a ClassVar here may not override)
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    observation_space: spaces.Box
+    action_space: spaces.Discrete
 
     def __init__(
         self,

@@ -330,6 +330,7 @@ def _actor_loss(
         # (1 ...) each: the masked mean and population variance over all valid entries, groups pooled
         mean, var = masked_moments(adv, mask) if need_stats else (None, None)
         if normalize_advantages:
+            assert mean is not None and var is not None  # (need_stats)
             adv = zscore_with(adv, mean, var, mask)
         if delightful:
             # Osband 2026: weight each sample by how surprising (low logp) and how good (high A) it is
@@ -342,11 +343,13 @@ def _actor_loss(
         loss = elementwise(log_ratio, adv)
         loss = loss if mask is None else masked_mean(loss, mask)
         if min_advantage_std is not None:
+            assert var is not None  # (need_stats)
             # DAPO (Yu et al. 2025): constant advantages carry no signal; x 0 keeps the loss and its graph
             # (a NaN variance is not <= s**2: NaN advantages are not hidden)
             loss = loss * (~(var.reshape(()) <= min_advantage_std**2)).to(dtype)
         if not return_stats:
             return loss
+        assert mean is not None and var is not None  # (need_stats)
         return loss, AdvantageStats(mean.detach().reshape(()), var.detach().reshape(()))
 
 

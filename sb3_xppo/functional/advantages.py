@@ -94,7 +94,7 @@ def _scan_time_major(
     steps = [carry] * CHUNK
     chunked_out = None if out is None else out.view(x.shape)
     for t in range(CHUNK - 1, -1, -1):
-        steps[t] = carry = th.addcmul(x[:, t], coef[:, t], carry, out=None if out is None else chunked_out[:, t])
+        steps[t] = carry = th.addcmul(x[:, t], coef[:, t], carry, out=None if chunked_out is None else chunked_out[:, t])
     y = th.stack(steps, 1).flatten(0, 1) if out is None else out
     return y[:n] if pad else y
 
@@ -158,10 +158,8 @@ def calc_gae(
         raise ValueError("weights combine grouped advantages: rewards must be grouped (b g n) or (b n g)")
     time_last = not grouped or group_dim in (-2, 1)
 
-    def to_bgn(x: th.Tensor | None, name: str, allow_shared: bool = True) -> th.Tensor | None:
+    def to_bgn(x: th.Tensor, name: str, allow_shared: bool = True) -> th.Tensor:
         """Bring an input to the canonical ``(b, g or 1, time)`` layout."""
-        if x is None:
-            return None
         if single:
             x = x.unsqueeze(0)
         if x.ndim == 2 and (allow_shared or not grouped):
@@ -179,11 +177,11 @@ def calc_gae(
             f"and a time length of n={n} or n+1={n + 1}"
         )
     ones = th.ones((), dtype=r.dtype, device=r.device)
-    m = _check_mask(to_bgn(masks, "masks"), "masks", r)
-    dm = _check_mask(to_bgn(done_masks, "done_masks"), "done_masks", r)
+    m = None if masks is None else _check_mask(to_bgn(masks, "masks"), "masks", r)
+    dm = None if done_masks is None else _check_mask(to_bgn(done_masks, "done_masks"), "done_masks", r)
     m = ones if m is None else m
     dm = m if dm is None else dm
-    nv = _next_values(to_bgn(next_values, "next_values"), next_value, v, r)
+    nv = _next_values(None if next_values is None else to_bgn(next_values, "next_values"), next_value, v, r)
     v = v[..., :n]
     valid = None
     if lens is not None:
@@ -299,9 +297,7 @@ def _bootstrap(next_value: float | th.Tensor | None, v: th.Tensor, b: int, g: in
     raise ValueError(f"next_value must be a scalar, (b)=({b},) or (b g)=({b}, {g}), got shape {tuple(nv.shape)}")
 
 
-def _check_mask(mask: th.Tensor | None, name: str, r: th.Tensor) -> th.Tensor | None:
-    if mask is None:
-        return None
+def _check_mask(mask: th.Tensor, name: str, r: th.Tensor) -> th.Tensor:
     b, g, n = r.shape
     if mask.shape[0] != b or mask.shape[1] not in (1, g) or mask.shape[2] != n:
         raise ValueError(f"{name} must be (b n) = ({b}, {n}) (or grouped like rewards), got {tuple(mask.squeeze(1).shape)}")
@@ -326,7 +322,9 @@ def calc_returns(
     :return: the returns, shaped like ``rewards``
     """
     # GAE with V = 0 and lam = 1 is the discounted return, bootstrap and padding included
-    return calc_gae(rewards, th.zeros_like(rewards), masks=masks, gamma=gamma, lam=1.0, next_value=next_value, lens=lens)
+    returns = calc_gae(rewards, th.zeros_like(rewards), masks=masks, gamma=gamma, lam=1.0, next_value=next_value, lens=lens)
+    assert isinstance(returns, th.Tensor)  # (return_advantages=False)
+    return returns
 
 
 def dones_to_masks(
@@ -349,6 +347,7 @@ def dones_to_masks(
     if terminated is not None and dones is not None:
         raise ValueError("give terminated or dones, not both")
     flags = terminated if terminated is not None else dones
+    assert flags is not None  # (one of them is given)
     dtype = flags.dtype if flags.is_floating_point() else th.get_default_dtype()
     ended = flags.bool()
     if truncated is None:

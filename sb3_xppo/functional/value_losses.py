@@ -52,8 +52,9 @@ def clipped_value_loss_fn(
     """
     returns = _check_value_inputs(values, old_values, returns, reduction)
     loss = loss_fn(values, returns, reduction="none")
-    if _clipping(clip, old_values):
-        clipped = old_values + th.clamp(values - old_values, -clip, clip)
+    c = _clip_range(clip, old_values)
+    if c is not None and old_values is not None:
+        clipped = old_values + th.clamp(values - old_values, -c, c)
         loss = th.max(loss, loss_fn(clipped, returns, reduction="none"))
     return _reduce(loss, mask, lens, group_dim, reduction)
 
@@ -93,10 +94,11 @@ def improved_value_clipping_fn(
         reduction,
     )
     loss = loss_fn(values, returns, reduction="none")
-    if _clipping(clip, old_values):
+    c = _clip_range(clip, old_values)
+    if c is not None and old_values is not None:
         sv = values if scalar_values is None else scalar_values
         sv_old = old_values if scalar_old_values is None else scalar_old_values
-        low, high = sv_old - clip, sv_old + clip
+        low, high = sv_old - c, sv_old + c
         clipped_loss = loss_fn(values, th.clamp(returns, low, high), reduction="none")
         beyond = ((returns < sv) & (sv < low)) | ((high < sv) & (sv < returns))
         loss = th.where(beyond, th.zeros((), dtype=loss.dtype, device=loss.device), th.min(loss, clipped_loss))
@@ -179,8 +181,9 @@ def hl_gauss_value_loss_fn(
         raise ValueError(f"logits must end with a bins dim of at least 2, got shape {tuple(logits.shape)}")
     returns = _check_value_inputs(logits[..., 0], old_values, returns, reduction)
     targets = returns.expand(logits.shape[:-1])
-    if _clipping(clip, old_values):
-        targets = old_values + th.clamp(targets - old_values, -clip, clip)
+    c = _clip_range(clip, old_values)
+    if c is not None and old_values is not None:
+        targets = old_values + th.clamp(targets - old_values, -c, c)
     probs = hl_gauss_probs(targets.detach(), v_min, v_max, logits.shape[-1], sigma_ratio)
     loss = -(probs * th.log_softmax(logits, dim=-1)).sum(dim=-1)
     return _reduce(loss, mask, lens, group_dim, reduction)
@@ -195,8 +198,9 @@ def _check_support(v_min: float, v_max: float, n_bins: int, sigma_ratio: float) 
         raise ValueError(f"sigma_ratio must be > 0, got {sigma_ratio!r}")
 
 
-def _clipping(clip: float | None, old_values: th.Tensor | None) -> bool:
-    return clip is not None and clip is not False and old_values is not None
+def _clip_range(clip: float | None, old_values: th.Tensor | None) -> float | None:
+    """:return: the clip range where the loss clips (``clip`` given, not False, and ``old_values``), else None"""
+    return None if clip is None or clip is False or old_values is None else clip
 
 
 def _check_value_inputs(

@@ -61,6 +61,7 @@ class MultiCriticBufferMixin:
 
     buffer_size: int
     n_envs: int
+    pos: int
     rewards: np.ndarray
     values: np.ndarray
     returns: np.ndarray
@@ -286,9 +287,10 @@ class MultiCriticDictRolloutBuffer(MultiCriticBufferMixin, XPPODictRolloutBuffer
     """:class:`MultiCriticRolloutBuffer` for Dict observations (same keywords)."""
 
 
-class MultiCriticMaskableRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableRolloutBuffer):
+# (sb3-contrib's maskable add() takes action_masks as its own keyword; the mixin's passes it through **kwargs)
+class MultiCriticMaskableRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableRolloutBuffer):  # type: ignore[misc]
     """:class:`MultiCriticRolloutBuffer` that also stores action masks, for :class:`~sb3_xppo.MaskableXPPO`."""
 
 
-class MultiCriticMaskableDictRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableDictRolloutBuffer):
+class MultiCriticMaskableDictRolloutBuffer(MultiCriticBufferMixin, XPPOMaskableDictRolloutBuffer):  # type: ignore[misc]
     """:class:`MultiCriticMaskableRolloutBuffer` for Dict observations."""

@@ -181,15 +181,18 @@ class MultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MultiInputActorCriticP
     """:class:`MultiCriticPolicy` for Dict observations (combined features, as ``MultiInputActorCriticPolicy``)."""
 
 
-class MaskableMultiCriticPolicy(MultiCriticPolicyMixin, MaskableActorCriticPolicy):
+# (XPPO's policy mixin returns its parent's distribution, here a MaskableDistribution: mypy cannot tie it to the parent)
+class MaskableMultiCriticPolicy(MultiCriticPolicyMixin, MaskableActorCriticPolicy):  # type: ignore[misc]
     """:class:`MultiCriticPolicy` with invalid-action masking (sb3-contrib's ``MaskableActorCriticPolicy``)."""
 
 
-class MaskableMultiCriticCnnPolicy(MultiCriticPolicyMixin, MaskableActorCriticCnnPolicy):
+# (XPPO's policy mixin returns its parent's distribution, here a MaskableDistribution: mypy cannot tie it to the parent)
+class MaskableMultiCriticCnnPolicy(MultiCriticPolicyMixin, MaskableActorCriticCnnPolicy):  # type: ignore[misc]
     """:class:`MaskableMultiCriticPolicy` for image observations."""
 
 
-class MaskableMultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MaskableMultiInputActorCriticPolicy):
+# (XPPO's policy mixin returns its parent's distribution, here a MaskableDistribution: mypy cannot tie it to the parent)
+class MaskableMultiCriticMultiInputPolicy(MultiCriticPolicyMixin, MaskableMultiInputActorCriticPolicy):  # type: ignore[misc]
     """:class:`MaskableMultiCriticPolicy` for Dict observations."""
 
 

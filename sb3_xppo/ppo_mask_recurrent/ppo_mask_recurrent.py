@@ -138,7 +138,8 @@ class MaskableRecurrentXPPO(RecurrentCoreMixin, RecurrentPPO):
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "_use_masking"]
 
-    def learn(
+    # MaskablePPO's learn(): use_masking before progress_bar, where SB3's has progress_bar (sb3-contrib's order)
+    def learn(  # type: ignore[override]
         self: SelfMaskableRecurrentXPPO,
         total_timesteps: int,
         callback: MaybeCallback = None,

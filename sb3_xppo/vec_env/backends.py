@@ -33,7 +33,7 @@ VEC_ENV_CLASSES: dict[str, type[VecEnv]] = {"lean": LeanVecEnv, "dummy": DummyVe
 class BackendBuilder(Protocol):
     """Builds a backend's VecEnv: ``builder(env_id, n_envs, seed, **kwargs)``."""
 
-    def __call__(self, env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, **kwargs: Any) -> VecEnv: ...
+    def __call__(self, env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, /, **kwargs: Any) -> VecEnv: ...
 
 
 def with_render_mode(

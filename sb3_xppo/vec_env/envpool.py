@@ -162,8 +162,10 @@ class EnvPoolVecEnv(VecEnv):
         }
         if spaces is None:
             with gym.make(env_id) as env:
-                spaces = (env.observation_space, env.action_space)
-        super().__init__(int(n_envs), *spaces)
+                observation_space, action_space = env.observation_space, env.action_space
+        else:
+            observation_space, action_space = spaces
+        super().__init__(int(n_envs), observation_space, action_space)
         self._pool: Any = None
         self._next_seed: int | None = None
         self.seed(seed)
@@ -174,7 +176,7 @@ class EnvPoolVecEnv(VecEnv):
         self._writers: list[ResultsWriter] = []
         if monitor_dir is not None:
             os.makedirs(monitor_dir, exist_ok=True)
-            header = {"t_start": self.t_start, "env_id": env_id}
+            header: dict[str, float | str] = {"t_start": self.t_start, "env_id": env_id}
             self._writers = [ResultsWriter(os.path.join(monitor_dir, str(i)), header=header) for i in range(self.num_envs)]
 
     @classmethod

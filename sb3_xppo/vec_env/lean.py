@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from copy import deepcopy
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,9 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 from stable_baselines3.common.vec_env.util import dict_to_obs
+
+if TYPE_CHECKING:
+    from gymnasium.wrappers import TimeLimit
 
 #: the types of info values that :func:`fresh_info` shares rather than copies: immutable, so a shared one and
 #: ``deepcopy``'s are the same to any reader (``deepcopy`` returns these very objects too)
@@ -63,16 +66,17 @@ def fresh_info(info: dict[str, Any]) -> dict[str, Any]:
     return deepcopy(info)
 
 
-def gymnasium_time_limit() -> type[gym.Wrapper]:
+def gymnasium_time_limit() -> type[TimeLimit]:
     """
     :return: gymnasium's own ``TimeLimit`` class, also where rl-zoo3 (``rl_zoo3.gym_patches``, imported with
         rl-zoo3) has put its ``PatchedTimeLimit`` subclass in gymnasium's modules
     """
-    return next(
+    found = next(
         cls
         for cls in gym.wrappers.common.TimeLimit.__mro__
         if cls.__module__ == "gymnasium.wrappers.common" and cls.__name__ == "TimeLimit"
     )
+    return cast("type[TimeLimit]", found)
 
 
 def zoo_time_limit() -> type[gym.Wrapper] | None:
@@ -134,7 +138,7 @@ class EnvStack:
         #: what is stepped while the wrappers beneath cannot be skipped
         self.top: gym.Env = env.env if self.monitor is not None else env  # type: ignore[attr-defined]
         plain, zoo = gymnasium_time_limit(), zoo_time_limit()
-        time_limit_steps = {plain.step: False, **({zoo.step: True} if zoo is not None else {})}
+        time_limit_steps: dict[Any, bool] = {plain.step: False, **({zoo.step: True} if zoo is not None else {})}
         #: (wrapper, whether it is rl-zoo3's), innermost first
         self.time_limits: list[tuple[Any, bool]] = []
         self.enforcers: list[OrderEnforcing] = []
@@ -219,7 +223,8 @@ class LeanVecEnv(DummyVecEnv):
         super().__init__(env_fns)
         self._stacks = [EnvStack(env) for env in self.envs]
         # a single observation buffer (Box, Discrete, ...): written in place of DummyVecEnv._save_obs's key loop
-        self._single_buf: np.ndarray | None = self.buf_obs[None] if self.keys == [None] else None
+        # (SB3 keys a single buffer None, and annotates the keys str)
+        self._single_buf: np.ndarray | None = self.buf_obs[None] if self.keys == [None] else None  # type: ignore[index]
         # ndarray.copy is deepcopy's copy but for object arrays, whose elements deepcopy copies too
         self._plain_buffers = all(buf.dtype != object for buf in self.buf_obs.values())
 

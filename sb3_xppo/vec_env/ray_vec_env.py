@@ -122,7 +122,7 @@ class EnvActor:
 
     def reset(
         self, seeds: list[int | None], options: list[dict[str, Any]]
-    ) -> tuple[OrderedDict[str | None, np.ndarray], list[dict[str, Any]]]:
+    ) -> tuple[OrderedDict[str, np.ndarray], list[dict[str, Any]]]:
         """:return: the observation buffers after a reset with these seeds and options, and the reset infos"""
         # the seeds and options of the next reset, as VecEnv.seed and VecEnv.set_options keep them
         self.venv._seeds, self.venv._options = seeds, options
@@ -131,7 +131,7 @@ class EnvActor:
 
     def step(
         self, actions: np.ndarray
-    ) -> tuple[OrderedDict[str | None, np.ndarray], np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
+    ) -> tuple[OrderedDict[str, np.ndarray], np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
         """:return: the observation buffers, rewards, dones, infos and reset infos after stepping with ``actions``"""
         self.venv.step_async(actions)
         _, rewards, dones, infos = self.venv.step_wait()
@@ -277,7 +277,8 @@ class RayVecEnv(VecEnv):
                 raise TypeError(f"RayVecEnv got {name}: it is the VecEnv, its keywords are its own")
         # SB3's make_vec_env makes the env factories (Monitor, the action space seeded seed + rank, wrapper_class)
         env_fns = env_util.make_vec_env(env, n_envs, seed=seed, vec_env_cls=_EnvFactories, **make_vec_env_kwargs)  # type: ignore[arg-type]
-        self._start(list(env_fns), envs_per_actor, address, step_timeout, start_timeout, actor_options)
+        # (make_vec_env is annotated to return a VecEnv; with vec_env_cls=_EnvFactories it returns the factories)
+        self._start(list(env_fns), envs_per_actor, address, step_timeout, start_timeout, actor_options)  # type: ignore[call-overload]
         # the seeds of the first reset, as make_vec_env prepares them
         self.seed(seed)
 
@@ -304,7 +305,8 @@ class RayVecEnv(VecEnv):
         if not isinstance(env_fns, Sequence) or not env_fns or not all(callable(fn) for fn in env_fns):
             raise TypeError(f"env_fns must be a non-empty list of functions that build an env, got {env_fns!r}")
         self = cls.__new__(cls)
-        self._start(list(env_fns), envs_per_actor, address, step_timeout, start_timeout, actor_options)
+        # (make_vec_env is annotated to return a VecEnv; with vec_env_cls=_EnvFactories it returns the factories)
+        self._start(list(env_fns), envs_per_actor, address, step_timeout, start_timeout, actor_options)  # type: ignore[call-overload]
         return self
 
     def _start(

@@ -26,7 +26,8 @@ def linear_reward(env: gym.Env, weight: Sequence[float] | None = None) -> gym.En
     from mo_gymnasium.wrappers import LinearReward
 
     weights = None if weight is None else np.asarray(weight, dtype=np.float32)
+    # (mo-gymnasium's LinearReward takes weights=None, its default, but annotates an array)
     if isinstance(env, Monitor):
-        env.env = LinearReward(env.env, weights)
+        env.env = LinearReward(env.env, weights)  # type: ignore[arg-type]
         return env
-    return LinearReward(env, weights)
+    return LinearReward(env, weights)  # type: ignore[arg-type]

@@ -204,14 +204,14 @@ def preprocessing(
     def preprocess_and_check(manager: ExperimentManager, hyperparams: dict[str, Any]) -> Any:
         entry_choice, hyperparams = vec_envs.pop_vec_env_key(hyperparams)
         if entry_choice is not None and name is None and someone_elses is None:
-            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)
+            # (rl-zoo3 calls vec_env_class as make_vec_env's vec_env_cls, a factory; it annotates the class)
+            manager.vec_env_class = vec_envs.vec_env_factory(entry_choice, ray_options)  # type: ignore[assignment]
         if distributed:
             hyperparams = {**hyperparams, "distributed": True}
         result = preprocess(manager, hyperparams)
-        algorithm = rl_zoo3.exp_manager.ALGOS.get(manager.algo)
-        if hasattr(algorithm, "check_keywords"):
-            keywords = {key: value for key, value in result[0].items() if key != "policy"}
-            algorithm.check_keywords(manager.n_envs, (), keywords)
+        check_keywords = getattr(rl_zoo3.exp_manager.ALGOS.get(manager.algo), "check_keywords", None)
+        if check_keywords is not None:  # one of the package's algorithms
+            check_keywords(manager.n_envs, (), {key: value for key, value in result[0].items() if key != "policy"})
         return result
 
     return preprocess_and_check

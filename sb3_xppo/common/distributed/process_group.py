@@ -284,8 +284,8 @@ def merge_running_stats(rms: RunningMeanStd, last_merge: np.ndarray, group: Proc
     new = th.as_tensor(moments_since(running_stats_vector(rms), last_merge))
     merged = RunningMeanStd(shape=np.shape(rms.mean))
     set_running_stats(merged, last_merge)
-    for part in group.all_gather(new, what):
-        part = part.numpy()
+    for gathered in group.all_gather(new, what):
+        part = gathered.numpy()
         if part[0] > 0:
             n = (len(part) - 1) // 2
             merged.update_from_moments(
