@@ -53,7 +53,7 @@ def _value(node: ast.expr, field: str) -> Any:
         if isinstance(operand, (int, float)) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
     dict_call = isinstance(node, ast.Call) and _dotted(node.func) == "dict" and not node.args
-    if dict_call and all(keyword.arg is not None for keyword in node.keywords):  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call) and dict_call and all(keyword.arg is not None for keyword in node.keywords):
         return {keyword.arg: _value(keyword.value, field) for keyword in node.keywords}
     name = _dotted(node)
     if name is not None:

@@ -129,8 +129,9 @@ def load_sb3_model(
     cls = infer_algo(path, trust_code) if algo is None else resolve_algo(algo)
     source, objects = checked_zip(str(path), kwargs.pop("custom_objects", None), trust_code)
     # the package's algorithms check in their own load(); checking the checked zip again is a no-op
-    trust = {"trust_code": trust_code} if issubclass(cls, SafeLoadMixin) else {}
-    return cls.load(source, device=device, custom_objects=objects, **trust, **kwargs)
+    if issubclass(cls, SafeLoadMixin):
+        kwargs["trust_code"] = trust_code
+    return cls.load(source, device=device, custom_objects=objects, **kwargs)
 
 
 def load_model(
