@@ -183,7 +183,7 @@ def ci_steps(docs: bool = False) -> list[str]:
         if raw.startswith("# ---"):
             in_docs = raw.startswith("# --- docs")
         line = raw.split("#")[0].strip()
-        if line and not line.startswith(("set ", "cd ", "ruff ", "bash .ci/", "apt-get ")) and in_docs == docs:
+        if line and not line.startswith(("set ", "cd ", "ruff ", "bash .ci/", "python .ci/", "apt-get ")) and in_docs == docs:
             commands.append(line)
     return commands
 
