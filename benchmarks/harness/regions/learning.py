@@ -50,6 +50,10 @@ def recommended_claim() -> str | None:
     )
 
 
+#: What a ratio of a campaign's ``train_seconds`` is: means over learning runs, not a paired timing
+TRAIN_SECONDS_WORDS = "means over runs made at different times, not paired"
+
+
 def zoo_claim() -> str | None:
     """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` time."""
     if (found := the_campaign("zoo-entries")) is None:
@@ -68,7 +72,8 @@ def zoo_claim() -> str | None:
         f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (preset "
         f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; medians, seeds "
         f"{seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; "
-        f"each `train()` takes {each(train_ratio)} PPO's time (more updates per env step)"
+        f"their runs spent {each(train_ratio)} PPO's runs' `train()` seconds ({TRAIN_SECONDS_WORDS}; more updates per "
+        "env step)"
     )
 
 
@@ -110,7 +115,7 @@ def render_zoo_entries(page: Path) -> str:
     names = {"xppo-zoo": "tuned entry (`xppo.yml`)", PRESET: "`xppo_recommended`", PPO: "PPO (zoo)"}
     lines = [
         "| env | contender | final IQM [95% interval] | curve IQM [95% interval] | steps to 200, median (seeds) | "
-        "train() time ÷ PPO's |",
+        f"`train()` seconds per run ÷ PPO's ({TRAIN_SECONDS_WORDS}) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for env_id, env_summary in data["summary"].items():

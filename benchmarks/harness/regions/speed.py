@@ -132,6 +132,37 @@ def render_vec_env_speed(page: Path) -> str:
     return "\n".join(lines)
 
 
+def lean_result(env_id: str) -> dict[str, Any] | None:
+    """speed.json's row of XPPO on the lean env against PPO on ``make_vec_env``'s (``<env id>@lean``), None without it."""
+    data = speed_results(vec_env=True)
+    return next((r for r in (data or {}).get("results", []) if r["env"] == f"{env_id}@lean"), None)
+
+
+def speed_ladder(env_id: str = "LunarLander-v3") -> str | None:
+    """
+    One sentence that ties the three speed figures of one env together, each median paired: the envs alone
+    (``vec_env.json``), ``learn()`` on them (``speed.json``) and the whole training command (``train_cli.json``).
+    None while one of the three is missing.
+    """
+    vec_env, learn, command = single("vec_env.json"), lean_result(env_id), single("train_cli.json")
+    envs = next((r for r in (vec_env or {}).get("rows", []) if r["env"] == env_id), None)
+    if envs is None or learn is None or command is None or command["env"] != env_id:
+        return None
+    return (
+        f"Three speed figures, nested: the lean env alone steps {envs['ratio_paired_median']:.2f}x as fast on {env_id} "
+        f"x{envs['n_envs']} as SB3's `make_vec_env` ({MEDIAN_PAIRED}, `vec_env.json`); `learn()` adds the network's "
+        f"passes and the updates, which cost XPPO and PPO alike: {learn['ratio_paired']:.2f}x PPO's env-steps/s on "
+        f"{env_id} on the lean env ({MEDIAN_PAIRED}, `speed.json`); the whole training command, `python -m "
+        "sb3_xppo.train` against rl-zoo3's at PPO's hyperparameters, adds what both pay (imports, set-up, evaluations, "
+        "saving), and rl-zoo3's envs never render LunarLander's particles, so it gains least: "
+        f"{command['ratio_paired']:.2f}x on {env_id} ({MEDIAN_PAIRED}, `train_cli.json`)."
+    )
+
+
+def render_speed_ladder(page: Path) -> str:
+    return speed_ladder() or "Pending: `vec_env.json`, `speed.json` (`--contrib`) and `train_cli.json`."
+
+
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
 #: same operations on the same operands as PPO's (the contract of its exactness)
 FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
@@ -212,6 +243,7 @@ def render_sequence_batching(page: Path) -> str:
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "speed": render_speed,
+    "speed-ladder": render_speed_ladder,
     "speed-breakdown": render_speed_breakdown,
     "vec-env-speed": render_vec_env_speed,
     "sequence-batching": render_sequence_batching,
