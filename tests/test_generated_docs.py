@@ -329,7 +329,7 @@ def test_every_campaign_a_region_quotes_declares_a_known_kind() -> None:
 
 
 def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """speed_sequences.json's rows: train() and learn() ratios against the targets, the parameter difference."""
+    """speed_sequences.json's rows: train() and learn() ratios, the parameter difference; a row of one rollout is rough."""
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     pending = speed.render_sequence_batching(tmp_path)
     assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
@@ -339,11 +339,15 @@ def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )  # fmt: skip
     slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
     (tmp_path / "single").mkdir()
-    (tmp_path / "single" / "speed_sequences.json").write_text(json.dumps(dict(config=dict(reps=3), sequences=[row, slow])))
+    (tmp_path / "single" / "speed_sequences.json").write_text(
+        json.dumps(dict(config=dict(reps=3), host=dict(cpus=2, loadavg_start=[4.5, 3.0, 2.0]), sequences=[row, slow]))
+    )
     table = speed.render_sequence_batching(tmp_path).splitlines()
-    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
-    assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 (1 rollout per run: rough) | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
     assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+    assert "load average was 4.5" in table[-1] and "PendulumNoVel-v1: 3 pairs of one rollout each" in table[-1]
+    assert "CartPoleNoVel-v1:" not in table[-1].split("rough")[-1]  # twelve rollouts a run: not labelled rough
 
 
 def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,3 +399,26 @@ def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
     zoo_row = next(line for line in decision.splitlines() if "zoo_configs/xppo.yml" in line)
     for env_id in own:
         assert env_id in zoo_row, env_id
+
+
+def test_install_regions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extras' sizes and the main job's time: pending without their files, rendered from them otherwise."""
+    from harness.regions import install
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert install.render_install_extras(tmp_path) == "Pending: `python benchmarks/install_size.py`."
+    assert install.render_main_job_time(tmp_path).startswith("Its time is pending")
+    (tmp_path / "single").mkdir()
+    sizes = dict(
+        base=dict(mb=1001.0, packages={"torch": 757.0}), torch=dict(version="2.13.0+cpu", mb=757.0),
+        extras=dict(ray=dict(mb=252.0, packages={"ray": 236.0, "pyyaml": 3.0}), new=dict(mb=1500.0, packages={"big": 1500.0})),
+    )  # fmt: skip
+    (tmp_path / "single" / "install_size.json").write_text(json.dumps(sizes))
+    table = install.render_install_extras(tmp_path).splitlines()
+    assert table[2].startswith("| `ray` | Ray, for `RayVecEnv`") and table[2].endswith("| 252 MB (ray 236 MB, pyyaml 3 MB) |")
+    assert table[3] == "| `new` | (not described yet) | 1.5 GB (big 1.5 GB) |"  # an extra without words still shows
+    assert "takes 1.0 GB, of which torch 2.13.0+cpu 757 MB" in table[-1]
+    timed = dict(command="python -m sb3_xppo.train", evaluations=[dict(steps=25_000, mean=0.0)] * 40, seconds=900.0,
+                 host=dict(cpus=2, loadavg_start=[1.0, 1.0, 1.0]))  # fmt: skip
+    (tmp_path / "single" / install.MAIN_JOB).write_text(json.dumps(timed))
+    assert install.render_main_job_time(tmp_path).startswith("It took 15 minutes, start to exit with its 40 evaluations")
