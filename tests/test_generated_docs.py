@@ -422,3 +422,27 @@ def test_install_regions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
                  host=dict(cpus=2, loadavg_start=[1.0, 1.0, 1.0]))  # fmt: skip
     (tmp_path / "single" / install.MAIN_JOB).write_text(json.dumps(timed))
     assert install.render_main_job_time(tmp_path).startswith("It took 15 minutes, start to exit with its 40 evaluations")
+
+
+def test_ray_region_says_faster_not_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Best-of-few wall-clock runs: faster or slower in those runs, within 10% too close to call; never a verdict."""
+    from harness.regions import vec_env
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    (tmp_path / "single").mkdir()
+
+    def row(n_envs: int, lean: float, ray: float) -> dict:
+        return dict(env="sleep2ms", n_envs=n_envs, steps_per_s=dict(lean=lean, subproc=lean, ray=ray))
+
+    data = dict(
+        machine=dict(cpus=2, load_average_before=[0.5], load_average_after=[3.0]), config=dict(timesteps=2048, reps=2),
+        rows=[row(1, 400.0, 250.0), row(2, 400.0, 430.0), row(4, 400.0, 600.0)],
+    )  # fmt: skip
+    (tmp_path / "single" / "ray_vec_env.json").write_text(json.dumps(data))
+    text = vec_env.render_ray_vec_env(tmp_path)
+    assert (
+        "- sleep2ms: RayVecEnv's best run was faster than the lean env's at n_envs [4], too close to call at n_envs [2]."
+        in text
+    )
+    assert "Best of 2 runs each, without intervals" in text
+    assert " ahead" not in text and " behind" not in text
