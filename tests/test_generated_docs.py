@@ -97,7 +97,8 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def row(iqm: float, low: float, high: float) -> dict:
-        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0)
+        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0,
+                    curve_iqm=100.0, curve_iqm_ci=[90.0, 110.0])  # fmt: skip
 
     contenders = {"single": row(260.0, 250.0, 270.0), "mc-scalarize-shared": row(265.0, 255.0, 275.0)}
     summary = {mc.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
@@ -107,7 +108,8 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     assert mc.faithful_lunar_campaign() == "multi_critic/lunar_groups"
     table = mc.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
-    assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 5/5 |" in table and "pending" not in table
+    assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 100.0 [90.0, 110.0] | 5/5 |" in table
+    assert "pending" not in table
     assert mc.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
 
 
@@ -446,3 +448,29 @@ def test_ray_region_says_faster_not_ahead(tmp_path: Path, monkeypatch: pytest.Mo
     )
     assert "Best of 2 runs each, without intervals" in text
     assert " ahead" not in text and " behind" not in text
+
+
+def test_the_styles_headline_gives_both_iqms_with_their_intervals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The must-win campaign's "balanced" against one critic: curve and final, each IQM with its interval and verdict."""
+
+    def row(final: float, curve: float, seeds: list[int]) -> dict:
+        return dict(seeds=seeds, final_iqm=final, final_iqm_ci=[final - 0.1, final + 0.1], curve_iqm=curve,
+                    curve_iqm_ci=[curve - 0.05, curve + 0.05], reached=len(seeds) - 1, curve_mean=curve - 0.3)  # fmt: skip
+
+    fresh = list(range(5, 15))
+    contenders = {mc.BALANCED: row(0.9, 0.85, fresh), mc.SINGLE: row(0.85, -0.2, fresh)}
+    envs = {mc.TWO_STYLES: dict(budget=200_000, threshold=0.8, contenders=contenders)}
+    folder = tmp_path / "campaigns" / "multi_critic" / "styles_fresh"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(dict(kind="must-win", summary=envs, runs=[], question="q")))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert mc.styles_claim() == (
+        "curve ahead: 0.85 [0.80, 0.90] against one critic's -0.20 [-0.25, -0.15]; final level: 0.90 [0.80, 1.00] "
+        "against 0.85 [0.75, 0.95]; 9 of 10 seeds reached 0.8, one critic's 9 of 10 (seeds 5-14)"
+    )
+    table = mc.render_multi_critic_styles_fresh(ROOT / "docs" / "guide" / "multi_critic.md")
+    assert "| mc-balanced-shared | 5-14 | 0.90 [0.80, 1.00] | 0.85 [0.80, 0.90] | 9/10 |" in table
+    assert table.endswith("(`styles_fresh`, seeds 5-14): curve ahead, final level.")
+    front = summary.render_front(ROOT / "README.md")
+    assert "curve 0.85 [0.80, 0.90] against -0.20 [-0.25, -0.15] (ahead), final score 0.90 [0.80, 1.00]" in front
+    assert "curve (mean)" not in table  # a mean is not quoted beside an IQM

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.regions.dagger import dagger_claim, distill_results
-from harness.regions.figures import MEDIAN_PAIRED, seeds, steps, tally, verdict
+from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, tally, verdict
 from harness.regions.learning import PRESET, comparisons, recommended_claim, zoo_claim
-from harness.regions.multi_critic import match_claim, styles_campaign, styles_claim
-from harness.regions.results import ROOT, campaigns_of, link, report, single
+from harness.regions.multi_critic import match_claim, styles_claim, styles_rows
+from harness.regions.results import ROOT, campaigns_of, link, single
 from harness.regions.speed import exactness_claim, lean_result, speed_claim
 
 BENCHMARKS_PAGE = ROOT / "docs" / "guide" / "benchmarks.md"
@@ -140,15 +140,15 @@ def render_front(page: Path) -> str:
             f"{seeds(row['seeds'])}); learning curve ahead of PPO's on {len(curve['ahead'])} of {len(found)} envs, "
             f"level on the others ([evidence]({link(page, bench, 'what-does-xppo_recommended-buy')}))."
         )
-    if (campaign := styles_campaign()) is not None:
-        env_summary = next(iter(report(campaign)["summary"].values()))
-        rows = env_summary["contenders"]
-        row, base = rows["mc-balanced-shared"], rows["single"]
+    if (found := styles_rows()) is not None:
+        _, row, base = found
+        guide = ROOT / "docs" / "guide" / "multi_critic.md"
         items.append(
-            f'- **One critic per reward group.** On two reward styles 100x apart, "balanced" multi-critic reached '
-            f"{env_summary['threshold']:g} on {row['reached']} of {len(row['seeds'])} seeds, one critic on "
-            f"{base['reached']} of {len(base['seeds'])} (final scores {verdict(row, base, 'final')} at "
-            f"{len(row['seeds'])} seeds) ([evidence]({link(page, bench, 'does-multi-critic-help')}))."
+            f"- **One critic per [reward group]({link(page, guide)}).** On two reward styles 100x apart, "
+            f'"balanced" multi-critic (each group\'s advantages normalized on their own) against one critic: curve '
+            f"{interval(row, 'curve', 2)} against {interval(base, 'curve', 2)} ({verdict(row, base, 'curve')}), final "
+            f"score {interval(row, 'final', 2)} against {interval(base, 'final', 2)} ({verdict(row, base, 'final')}), "
+            f"IQMs over seeds {seeds(row['seeds'])} ([evidence]({link(page, bench, 'does-multi-critic-help')}))."
         )
     distill = distill_results()
     if distill is not None:
