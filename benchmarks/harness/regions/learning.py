@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import layout
+from harness.regions import results
 from harness.regions.figures import budget, interval, said, seeds, steps, table_with_pending, tally, verdict
 from harness.regions.results import campaign_reports, campaign_with, campaigns_of, report, the_campaign
 
@@ -302,6 +304,14 @@ def _final_row(reports: dict[str, dict[str, Any]], env_id: str, contender: str) 
     return None
 
 
+def render_mask_memory(page: Path) -> str:
+    """The memory maze's table, as ``benchmarks/mask_memory.py`` writes it from its report (``table.md``)."""
+    path = results.RESULTS / layout.CAMPAIGNS / "mask_memory" / "table.md"
+    if not path.is_file():
+        return "Pending: `python benchmarks/mask_memory.py --workers 2`."
+    return path.read_text(encoding="utf-8").strip().replace("95% CI", "95% interval")
+
+
 def render_sequence_batching_learning(page: Path) -> str:
     """
     Final returns with and without ``sequence_batching`` (:data:`SEQUENCE_PAIRS`): the same seeds, hyperparameters and
@@ -348,4 +358,5 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "screens": render_screens,
     "envpool-equivalence": render_envpool_equivalence,
     "sequence-batching-learning": render_sequence_batching_learning,
+    "mask-memory": render_mask_memory,
 }
