@@ -304,6 +304,17 @@ def _final_row(reports: dict[str, dict[str, Any]], env_id: str, contender: str) 
     return None
 
 
+def render_thresholds(page: Path) -> str:
+    """Each benchmark env's return threshold for "steps to threshold", from where the harness defines them."""
+    from harness.runs import THRESHOLDS  # the run machinery (torch, SB3): imported only to render this region
+
+    listed = ", ".join(f"{env_id} {value:g}" for env_id, value in THRESHOLDS.items())
+    return (
+        f"The thresholds (`THRESHOLDS` in `benchmarks/harness/runs.py`): {listed}. A multi-critic campaign states "
+        'its own in its table (the "reached" column).'
+    )
+
+
 def render_mask_memory(page: Path) -> str:
     """The memory maze's table, as ``benchmarks/mask_memory.py`` writes it from its report (``table.md``)."""
     path = results.RESULTS / layout.CAMPAIGNS / "mask_memory" / "table.md"
@@ -359,4 +370,5 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "envpool-equivalence": render_envpool_equivalence,
     "sequence-batching-learning": render_sequence_batching_learning,
     "mask-memory": render_mask_memory,
+    "thresholds": render_thresholds,
 }

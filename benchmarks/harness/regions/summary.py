@@ -52,9 +52,11 @@ def render_headline(page: Path) -> str:
 
 #: The zoo config's entries that are not rl-zoo3's PPO entry, in words (``zoo_configs/xppo.yml`` says why)
 ZOO_OWN_ENTRIES = (
-    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO, the multi-critic "
-    "`mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
+    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO (Robust Policy "
+    "Optimization, [its section]({rpo})), the multi-critic `mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
 )
+#: The page and section that define RPO
+XPPO_PAGE, RPO_ANCHOR = ROOT / "docs" / "guide" / "xppo.md", "robust-policy-optimization-policy_kwargsdictrpo_alphaa"
 
 
 def render_decision(page: Path) -> str:
@@ -76,7 +78,8 @@ def render_decision(page: Path) -> str:
             ),
             row(
                 "`zoo_configs/xppo.yml` (`python -m sb3_xppo.train`)",
-                f"the LunarLanders, where env steps cost more than compute (its own entries: {ZOO_OWN_ENTRIES}; the "
+                f"the LunarLanders, where env steps cost more than compute (its own entries: "
+                f"{ZOO_OWN_ENTRIES.format(rpo=link(page, XPPO_PAGE, RPO_ANCHOR))}; the "
                 "others are rl-zoo3's PPO ones)",
                 zoo_claim(),
                 "is-it-faster",
