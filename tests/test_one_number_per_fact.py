@@ -7,6 +7,7 @@ wherever the same fact is quoted. A fact is an env (with ``xN`` for an env-only 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from helpers import FENCE_OPEN, ROOT
@@ -113,11 +114,17 @@ def speed_facts(page: Path) -> list[tuple[tuple[str, str], str, str]]:
     return found
 
 
-def conflicts(pages: list[Path]) -> dict[tuple[str, str], dict[str, list[str]]]:
-    """The facts quoted with more than one value, each value with where it is quoted."""
+def conflicts(
+    pages: list[Path], facts: Callable[[Path], list[tuple[tuple[str, str], str, str]]] | None = None
+) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """
+    The facts quoted with more than one value, each value with where it is quoted.
+
+    :param facts: what a page quotes, (fact, value, where) each: :func:`speed_facts` unless given
+    """
     by_fact: dict[tuple[str, str], dict[str, list[str]]] = {}
     for page in pages:
-        for fact, ratio, where in speed_facts(page):
+        for fact, ratio, where in (facts or speed_facts)(page):
             by_fact.setdefault(fact, {}).setdefault(ratio, []).append(where)
     return {fact: values for fact, values in by_fact.items() if len(values) > 1}
 
@@ -206,18 +213,9 @@ def train_time_facts(page: Path) -> list[tuple[tuple[str, str], str, str]]:
     return found
 
 
-def train_time_conflicts(pages: list[Path]) -> dict[tuple[str, str], dict[str, list[str]]]:
-    """The ``train()``-seconds facts quoted with more than one value, each value with where it is quoted."""
-    by_fact: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for page in pages:
-        for fact, ratio, where in train_time_facts(page):
-            by_fact.setdefault(fact, {}).setdefault(ratio, []).append(where)
-    return {fact: values for fact, values in by_fact.items() if len(values) > 1}
-
-
 def test_each_train_time_ratio_has_one_value_on_every_page() -> None:
     """The tuned entries' ``train()`` seconds against PPO's: the headline (README, benchmarks, xppo) and the table agree."""
-    assert train_time_conflicts(PAGES) == {}
+    assert conflicts(PAGES, train_time_facts) == {}
     facts = {(fact, where.split(":")[0]) for page in PAGES for fact, _, where in train_time_facts(page)}
     assert {(("LunarLander-v3", "tuned"), "README.md"), (("LunarLander-v3", "tuned"), "docs/guide/benchmarks.md")} <= facts
 
@@ -238,7 +236,7 @@ def test_two_train_time_values_are_caught(tmp_path: Path) -> None:
     original = scan.ROOT
     scan.ROOT = tmp_path
     try:
-        found = train_time_conflicts([claim, table])
+        found = conflicts([claim, table], train_time_facts)
     finally:
         scan.ROOT = original
     assert found == {("LunarLander-v3", "tuned"): {"1.50": ["claim.md:3"], "1.52": ["table.md:3"]}}
