@@ -474,3 +474,30 @@ def test_the_styles_headline_gives_both_iqms_with_their_intervals(tmp_path: Path
     front = summary.render_front(ROOT / "README.md")
     assert "curve 0.85 [0.80, 0.90] against -0.20 [-0.25, -0.15] (ahead), final score 0.90 [0.80, 1.00]" in front
     assert "curve (mean)" not in table  # a mean is not quoted beside an IQM
+
+
+def test_the_styles_headline_follows_the_campaign_with_more_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two must-win reports: the one that compared the two on more seeds is quoted; an unfinished other, as not yet."""
+
+    def write(name: str, seeds: list[int]) -> None:
+        row = dict(seeds=seeds, final_iqm=0.5, final_iqm_ci=[0.4, 0.6], curve_iqm=0.5, curve_iqm_ci=[0.4, 0.6], reached=1)
+        envs = {mc.TWO_STYLES: dict(budget=200_000, threshold=0.8, contenders={mc.BALANCED: row, mc.SINGLE: row})}
+        folder = tmp_path / "campaigns" / "multi_critic" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        report = dict(kind="must-win", summary=envs, runs=[], question="Fresh seeds?", args=dict(seeds=list(range(5, 15))))
+        (folder / "report.json").write_text(json.dumps(report))
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    write("styles", [0, 1, 2, 3, 4])
+    report = json.loads((tmp_path / "campaigns" / "multi_critic" / "styles" / "report.json").read_text())
+    report["args"]["seeds"] = [0, 1, 2, 3, 4]  # finished
+    (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.json").write_text(json.dumps(report))
+    write("styles_fresh", [5, 6, 7])
+    assert mc.styles_campaign() == "multi_critic/styles"
+    text = mc.render_multi_critic_styles_fresh(tmp_path)
+    assert "Not quoted yet: `styles_fresh`. Fresh seeds? It has compared the two on 3 of its 10 seeds so far" in text
+    write("styles_fresh", [5, 6, 7, 8, 9])  # a tie: the rerun
+    assert mc.styles_campaign() == "multi_critic/styles_fresh"
+    write("styles_fresh", list(range(5, 15)))
+    assert mc.styles_campaign() == "multi_critic/styles_fresh"
+    assert "Not quoted yet" not in mc.render_multi_critic_styles_fresh(tmp_path)  # the other one is finished

@@ -24,14 +24,28 @@ def multi_critic_reports() -> dict[str, dict[str, Any]]:
     return {name: data for name, data in campaign_reports().items() if name.startswith(f"{FOLDER}/")}
 
 
-def styles_campaign() -> str | None:
-    """The must-win campaign (its report's kind is ``must-win``), None before it reports."""
-    return next(iter(campaigns_of("must-win")), None)
-
-
 #: The styles env, and the default mode ("balanced" on a shared trunk) and its baseline there
 TWO_STYLES = "sb3_xppo/TwoStylePendulum-v0"
 BALANCED, SINGLE = "mc-balanced-shared", "single"
+
+
+def compared_seeds(data: dict[str, Any]) -> int:
+    """How many seeds a styles report ran both "balanced" and the single critic on (0 when it ran either not)."""
+    rows = next(iter(data["summary"].values()))["contenders"]
+    if BALANCED not in rows or SINGLE not in rows:
+        return 0
+    return len(set(rows[BALANCED]["seeds"]) & set(rows[SINGLE]["seeds"]))
+
+
+def styles_campaign() -> str | None:
+    """
+    The campaign the styles headline quotes: of the reports of kind ``must-win``, the one that compared "balanced"
+    with the single critic on the most seeds; on a tie the later folder (a rerun). None before one reports.
+    """
+    found = campaigns_of("must-win")
+    if not found:
+        return None
+    return max(reversed(list(found)), key=lambda name: compared_seeds(found[name]))
 
 
 def styles_rows() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
@@ -98,15 +112,29 @@ def render_multi_critic_styles(page: Path) -> str:
 
 
 def render_multi_critic_styles_fresh(page: Path) -> str:
-    """The must-win campaign: "balanced" against one critic on its own seeds, both IQMs, and its verdicts in words."""
+    """
+    The headline's campaign: "balanced" against one critic on its own seeds, both IQMs, and its verdicts in words;
+    then any other must-win campaign (a rerun still running), with how far it has got.
+    """
     if (campaign := styles_campaign()) is None or (found := styles_rows()) is None:
         return "*The styles campaign has no report yet.*"
     _, row, base = found
-    return (
+    name = campaign.removeprefix(FOLDER + "/")
+    text = (
         multi_critic_table(campaign, (BALANCED, SINGLE))
-        + f'\n\n"balanced" against one critic (`{campaign.removeprefix(FOLDER + "/")}`, seeds {seeds(row["seeds"])}): '
+        + f'\n\n"balanced" against one critic (`{name}`, seeds {seeds(row["seeds"])}): '
         f"curve {verdict(row, base, 'curve')}, final {verdict(row, base, 'final')}."
     )
+    for other, data in campaigns_of("must-win").items():
+        planned = len(data.get("args", {}).get("seeds", []))
+        if other != campaign and compared_seeds(data) < planned:  # a rerun still running
+            text += (
+                f"\n\nNot quoted yet: `{other.removeprefix(FOLDER + '/')}`. {data.get('question', '')} It has compared "
+                f"the two on {compared_seeds(data)} of its {planned} seeds so far; the headline moves to it once it has "
+                f"compared them on more seeds than `{name}`. Its runs so far:\n\n"
+                + multi_critic_table(other, (BALANCED, SINGLE))
+            )
+    return text
 
 
 def faithful_lunar_campaign() -> str | None:
