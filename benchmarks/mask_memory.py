@@ -23,7 +23,7 @@ that end the episode).
   not run by default. ``--campaign`` names the report's folder (the run cache is shared, so the step-by-step
   contenders' runs are too).
 - **Outputs**: ``<out-dir>/campaigns/<campaign>/report.json``, ``report.md``, ``plot.png`` and ``table.md`` (the table
-  alone, which docs/guide/contrib.md includes), ``<campaign>`` ``mask_memory`` by default.
+  alone, which docs/guide/contrib.md's region ``mask-memory`` renders), ``<campaign>`` ``mask_memory`` by default.
 
 usage: python benchmarks/mask_memory.py [--seeds 0 1 2 3 4] [--budget 16384] [--workers 2] [--report-only]
        python benchmarks/mask_memory.py --contenders mask_lstm_seq lstm_seq --campaign mask_memory_sequences \

@@ -18,7 +18,8 @@ per-run cache, rliable IQM with a 95% stratified-bootstrap CI, JSON, plot, a blo
     entry, 200k steps (twice Pendulum's 100k). Metric, fixed before any run: for each style ``s``, ``R_s`` is the
     mean return of ``--final-episodes`` deterministic episodes of that style; ``n_s = (R_s - random_s) /
     (expert_s - random_s)``, with ``random_s`` the mean return of uniformly random actions (``--random-episodes``
-    episodes) and ``expert_s`` the mean over the seeds of a single-style expert's ``R_s`` (``expert-<style>``: the
+    episodes) and ``expert_s`` the mean over the seeds (``--expert-seeds``, default ``--seeds``) of a single-style
+    expert's ``R_s`` (``expert-<style>``: the
     single critic with ``normalize_values=True`` trained on that style alone, at Pendulum-v1's 100k steps); the
     score is ``min(n_0, n_1)``: 1 is an expert's level on the weaker style, 0 random's.
 
@@ -564,6 +565,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--campaign", choices=list(CAMPAIGNS), default="lunar")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list (default: every contender)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument(
+        "--expert-seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help="styles: the seeds of the single-style experts, the score's reference (default: --seeds)",
+    )
     parser.add_argument("--budget-scale", type=float, default=1.0, help="times the entry's n_timesteps")
     parser.add_argument("--n-evals", type=int, default=20, help="evaluations along each run")
     parser.add_argument("--eval-episodes", type=int, default=10, help="per evaluation (per style for styles)")
@@ -612,7 +620,8 @@ def main(argv: list[str] | None = None) -> None:
 
     experts = [make_contender(f"expert-{s}{args.overrides}", campaign) for s in campaign.groups] if campaign.per_style else []
     # the experts train on one style: the budget of one Pendulum-v1 run, half the two-style budget
-    tasks = [task(c, seed, max(budget // 2, 1)) for seed in args.seeds for c in experts]
+    expert_seeds = args.seeds if args.expert_seeds is None else args.expert_seeds
+    tasks = [task(c, seed, max(budget // 2, 1)) for seed in expert_seeds for c in experts]
     tasks += [task(c, seed, budget) for seed in args.seeds for c in contenders]  # seed-major, as learning.py
     if not args.report_only:
         run_all(tasks, args.out_dir, args.workers, None if args.time_limit is None else 60.0 * args.time_limit,

@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -70,5 +71,34 @@ def resolve_reexport(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder, node["reftype"], canonical, node, contnode)
 
 
+#: In a table cell, a line may break after these characters of an identifier, a path or a contender's name
+#: (``xppo@normalize_values=True``, ``sb3_xppo/TwoStylePendulum-v0``): boundaries between the words of a token
+TOKEN_BREAKS = re.compile(r"(?<=[_@=/.,:(\[])(?=\w)")
+
+
+def break_tokens_in_tables(app: Any, doctree: Any, docname: str) -> None:
+    """
+    Give the long tokens of every table cell places to wrap between their words (a ``<wbr>`` after ``_``, ``@``,
+    ``=``, ``/``, ...), so that ``tables.css`` can let cells wrap only at word boundaries and never split a word.
+    ``<wbr>`` is an empty element: copying the text copies it unchanged.
+    """
+    from docutils import nodes
+
+    if app.builder.format != "html":
+        return
+    for table in doctree.findall(nodes.table):
+        for text in list(table.findall(nodes.Text)):
+            parts = TOKEN_BREAKS.split(str(text))
+            if len(parts) == 1 or isinstance(text.parent, (nodes.raw, nodes.literal_block)):
+                continue
+            pieces: list[Any] = []
+            for i, part in enumerate(parts):
+                if i:
+                    pieces.append(nodes.raw("", "<wbr>", format="html"))
+                pieces.append(nodes.Text(part))
+            text.parent.replace(text, pieces)
+
+
 def setup(app: Any) -> None:
     app.connect("missing-reference", resolve_reexport)
+    app.connect("doctree-resolved", break_tokens_in_tables)

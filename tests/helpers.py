@@ -186,7 +186,8 @@ def ci_steps(docs: bool = False) -> list[str]:
         if raw.startswith("# ---"):
             in_docs = raw.startswith("# --- docs")
         line = raw.split("#")[0].strip()
-        if line and not line.startswith(("set ", "cd ", "ruff ", "mypy ", "bash .ci/", "apt-get ")) and in_docs == docs:
+        skipped = ("set ", "cd ", "ruff ", "mypy ", "bash .ci/", "python .ci/", "apt-get ")
+        if line and not line.startswith(skipped) and in_docs == docs:
             commands.append(line)
     return commands
 

@@ -115,6 +115,13 @@ def test_styles_campaign_end_to_end(mc, tmp_path):
     mc.main([*argv[:-2], "--report-only", "--seeds", "1", "--name", "styles_seed1"])
     assert "| 1 |" in (tmp_path / "campaigns" / "multi_critic" / "styles_seed1" / "report.md").read_text()
     assert (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.md").read_text() == text
+    # --expert-seeds: the score's reference from the experts of those seeds alone (here seed 0's, from the cache)
+    mc.main([*argv[:-2], "--report-only", "--expert-seeds", "0", "--name", "styles_expert0"])
+    with open(tmp_path / "campaigns" / "multi_critic" / "styles_expert0" / "report.json") as f:
+        one = json.load(f)
+    assert one["references"]["expert_seeds"] == {style: [0] for style in one["references"]["expert_seeds"]}
+    assert result["references"]["expert_seeds"] == {style: [0, 1] for style in result["references"]["expert_seeds"]}
+    assert one["references"]["expert"] != result["references"]["expert"]
 
 
 def named_scores(result: dict, named: dict) -> list[float]:

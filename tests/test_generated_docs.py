@@ -97,7 +97,8 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def row(iqm: float, low: float, high: float) -> dict:
-        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0)
+        return dict(seeds=[0, 1, 2, 3, 4], final_iqm=iqm, final_iqm_ci=[low, high], reached=5, curve_mean=100.0,
+                    curve_iqm=100.0, curve_iqm_ci=[90.0, 110.0])  # fmt: skip
 
     contenders = {"single": row(260.0, 250.0, 270.0), "mc-scalarize-shared": row(265.0, 255.0, 275.0)}
     summary = {mc.FAITHFUL_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
@@ -107,7 +108,8 @@ def test_the_must_match_table_renders_once_the_faithful_campaign_reports(
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     assert mc.faithful_lunar_campaign() == "multi_critic/lunar_groups"
     table = mc.render_multi_critic_match(ROOT / "docs" / "guide" / "benchmarks.md")
-    assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 5/5 |" in table and "pending" not in table
+    assert "| mc-scalarize-shared | 0-4 | 265.0 [255.0, 275.0] | 100.0 [90.0, 110.0] | 5/5 |" in table
+    assert "pending" not in table
     assert mc.match_claim() == "level: 265.0 [255.0, 275.0] against one critic's 260.0 [250.0, 270.0]"
 
 
@@ -329,7 +331,7 @@ def test_every_campaign_a_region_quotes_declares_a_known_kind() -> None:
 
 
 def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """speed_sequences.json's rows: train() and learn() ratios against the targets, the parameter difference."""
+    """speed_sequences.json's rows: train() and learn() ratios, the parameter difference; a row of one rollout is rough."""
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     pending = speed.render_sequence_batching(tmp_path)
     assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
@@ -339,11 +341,15 @@ def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )  # fmt: skip
     slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
     (tmp_path / "single").mkdir()
-    (tmp_path / "single" / "speed_sequences.json").write_text(json.dumps(dict(config=dict(reps=3), sequences=[row, slow])))
+    (tmp_path / "single" / "speed_sequences.json").write_text(
+        json.dumps(dict(config=dict(reps=3), host=dict(cpus=2, loadavg_start=[4.5, 3.0, 2.0]), sequences=[row, slow]))
+    )
     table = speed.render_sequence_batching(tmp_path).splitlines()
-    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x met | 2e-06 |"
-    assert table[3] == "| PendulumNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 3x met, 2x missed | 2e-06 |"
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 (1 rollout per run: rough) | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
     assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+    assert "load average was 4.5" in table[-1] and "PendulumNoVel-v1: 3 pairs of one rollout each" in table[-1]
+    assert "CartPoleNoVel-v1:" not in table[-1].split("rough")[-1]  # twelve rollouts a run: not labelled rough
 
 
 def test_sequence_batching_learning_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -395,3 +401,103 @@ def test_the_decision_names_every_zoo_entry_that_is_not_rl_zoo3s() -> None:
     zoo_row = next(line for line in decision.splitlines() if "zoo_configs/xppo.yml" in line)
     for env_id in own:
         assert env_id in zoo_row, env_id
+
+
+def test_install_regions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extras' sizes and the main job's time: pending without their files, rendered from them otherwise."""
+    from harness.regions import install
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert install.render_install_extras(tmp_path) == "Pending: `python benchmarks/install_size.py`."
+    assert install.render_main_job_time(tmp_path).startswith("Its time is pending")
+    (tmp_path / "single").mkdir()
+    sizes = dict(
+        base=dict(mb=1001.0, packages={"torch": 757.0}), torch=dict(version="2.13.0+cpu", mb=757.0),
+        extras=dict(ray=dict(mb=252.0, packages={"ray": 236.0, "pyyaml": 3.0}), new=dict(mb=1500.0, packages={"big": 1500.0})),
+    )  # fmt: skip
+    (tmp_path / "single" / "install_size.json").write_text(json.dumps(sizes))
+    table = install.render_install_extras(tmp_path).splitlines()
+    assert table[2].startswith("| `ray` | Ray, for `RayVecEnv`") and table[2].endswith("| 252 MB (ray 236 MB, pyyaml 3 MB) |")
+    assert table[3] == "| `new` | (not described yet) | 1.5 GB (big 1.5 GB) |"  # an extra without words still shows
+    assert "takes 1.0 GB, of which torch 2.13.0+cpu 757 MB" in table[-1]
+    timed = dict(command="python -m sb3_xppo.train", evaluations=[dict(steps=25_000, mean=0.0)] * 40, seconds=900.0,
+                 host=dict(cpus=2, loadavg_start=[1.0, 1.0, 1.0]))  # fmt: skip
+    (tmp_path / "single" / install.MAIN_JOB).write_text(json.dumps(timed))
+    assert install.render_main_job_time(tmp_path).startswith("It took 15 minutes, start to exit with its 40 evaluations")
+
+
+def test_ray_region_says_faster_not_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Best-of-few wall-clock runs: faster or slower in those runs, within 10% too close to call; never a verdict."""
+    from harness.regions import vec_env
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    (tmp_path / "single").mkdir()
+
+    def row(n_envs: int, lean: float, ray: float) -> dict:
+        return dict(env="sleep2ms", n_envs=n_envs, steps_per_s=dict(lean=lean, subproc=lean, ray=ray))
+
+    data = dict(
+        machine=dict(cpus=2, load_average_before=[0.5], load_average_after=[3.0]), config=dict(timesteps=2048, reps=2),
+        rows=[row(1, 400.0, 250.0), row(2, 400.0, 430.0), row(4, 400.0, 600.0)],
+    )  # fmt: skip
+    (tmp_path / "single" / "ray_vec_env.json").write_text(json.dumps(data))
+    text = vec_env.render_ray_vec_env(tmp_path)
+    assert (
+        "- sleep2ms: RayVecEnv's best run was faster than the lean env's at n_envs [4], too close to call at n_envs [2]."
+        in text
+    )
+    assert "Best of 2 runs each, without intervals" in text
+    assert " ahead" not in text and " behind" not in text
+
+
+def test_the_styles_headline_gives_both_iqms_with_their_intervals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The must-win campaign's "balanced" against one critic: curve and final, each IQM with its interval and verdict."""
+
+    def row(final: float, curve: float, seeds: list[int]) -> dict:
+        return dict(seeds=seeds, final_iqm=final, final_iqm_ci=[final - 0.1, final + 0.1], curve_iqm=curve,
+                    curve_iqm_ci=[curve - 0.05, curve + 0.05], reached=len(seeds) - 1, curve_mean=curve - 0.3)  # fmt: skip
+
+    fresh = list(range(5, 15))
+    contenders = {mc.BALANCED: row(0.9, 0.85, fresh), mc.SINGLE: row(0.85, -0.2, fresh)}
+    envs = {mc.TWO_STYLES: dict(budget=200_000, threshold=0.8, contenders=contenders)}
+    folder = tmp_path / "campaigns" / "multi_critic" / "styles_fresh"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(dict(kind="must-win", summary=envs, runs=[], question="q")))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert mc.styles_claim() == (
+        "curve ahead: 0.85 [0.80, 0.90] against one critic's -0.20 [-0.25, -0.15]; final level: 0.90 [0.80, 1.00] "
+        "against 0.85 [0.75, 0.95]; 9 of 10 seeds reached 0.8, one critic's 9 of 10 (seeds 5-14)"
+    )
+    table = mc.render_multi_critic_styles_fresh(ROOT / "docs" / "guide" / "multi_critic.md")
+    assert "| mc-balanced-shared | 5-14 | 0.90 [0.80, 1.00] | 0.85 [0.80, 0.90] | 9/10 |" in table
+    assert table.endswith("(`styles_fresh`, seeds 5-14): curve ahead, final level.")
+    front = summary.render_front(ROOT / "README.md")
+    assert "curve 0.85 [0.80, 0.90] against -0.20 [-0.25, -0.15] (ahead), final score 0.90 [0.80, 1.00]" in front
+    assert "curve (mean)" not in table  # a mean is not quoted beside an IQM
+
+
+def test_the_styles_headline_follows_the_campaign_with_more_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two must-win reports: the one that compared the two on more seeds is quoted; an unfinished other, as not yet."""
+
+    def write(name: str, seeds: list[int]) -> None:
+        row = dict(seeds=seeds, final_iqm=0.5, final_iqm_ci=[0.4, 0.6], curve_iqm=0.5, curve_iqm_ci=[0.4, 0.6], reached=1)
+        envs = {mc.TWO_STYLES: dict(budget=200_000, threshold=0.8, contenders={mc.BALANCED: row, mc.SINGLE: row})}
+        folder = tmp_path / "campaigns" / "multi_critic" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        report = dict(kind="must-win", summary=envs, runs=[], question="Fresh seeds?", args=dict(seeds=list(range(5, 15))))
+        (folder / "report.json").write_text(json.dumps(report))
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    write("styles", [0, 1, 2, 3, 4])
+    report = json.loads((tmp_path / "campaigns" / "multi_critic" / "styles" / "report.json").read_text())
+    report["args"]["seeds"] = [0, 1, 2, 3, 4]  # finished
+    (tmp_path / "campaigns" / "multi_critic" / "styles" / "report.json").write_text(json.dumps(report))
+    write("styles_fresh", [5, 6, 7])
+    assert mc.styles_campaign() == "multi_critic/styles"
+    text = mc.render_multi_critic_styles_fresh(tmp_path)
+    assert "Not quoted yet: `styles_fresh`. Fresh seeds? It has compared the two on 3 of its 10 seeds so far" in text
+    write("styles_fresh", [5, 6, 7, 8, 9])  # a tie: the rerun
+    assert mc.styles_campaign() == "multi_critic/styles_fresh"
+    write("styles_fresh", list(range(5, 15)))
+    assert mc.styles_campaign() == "multi_critic/styles_fresh"
+    assert "Not quoted yet" not in mc.render_multi_critic_styles_fresh(tmp_path)  # the other one is finished

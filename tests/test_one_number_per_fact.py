@@ -7,6 +7,7 @@ wherever the same fact is quoted. A fact is an env (with ``xN`` for an env-only 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from helpers import FENCE_OPEN, ROOT
@@ -113,11 +114,17 @@ def speed_facts(page: Path) -> list[tuple[tuple[str, str], str, str]]:
     return found
 
 
-def conflicts(pages: list[Path]) -> dict[tuple[str, str], dict[str, list[str]]]:
-    """The facts quoted with more than one value, each value with where it is quoted."""
+def conflicts(
+    pages: list[Path], facts: Callable[[Path], list[tuple[tuple[str, str], str, str]]] | None = None
+) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """
+    The facts quoted with more than one value, each value with where it is quoted.
+
+    :param facts: what a page quotes, (fact, value, where) each: :func:`speed_facts` unless given
+    """
     by_fact: dict[tuple[str, str], dict[str, list[str]]] = {}
     for page in pages:
-        for fact, ratio, where in speed_facts(page):
+        for fact, ratio, where in (facts or speed_facts)(page):
             by_fact.setdefault(fact, {}).setdefault(ratio, []).append(where)
     return {fact: values for fact, values in by_fact.items() if len(values) > 1}
 
@@ -169,3 +176,74 @@ def test_the_whole_command_is_a_fact_of_its_own(tmp_path: Path) -> None:
     finally:
         scan.ROOT = original
     assert found == {("LunarLander-v3", "command"): {"1.16": ["command.md:1"], "1.20": ["other.md:1"]}}
+
+
+#: The headline's claim on the tuned entries: ``A / B: ... their runs spent 1.52x / 1.69x PPO's runs' `train()` seconds``
+TRAIN_CLAIM = re.compile(
+    r"(?P<envs>[A-Z][A-Za-z]+-v\d(?: / [A-Z][A-Za-z]+-v\d)*): [^|]*?their runs spent "
+    r"(?P<ratios>\d+\.\d\dx(?: / \d+\.\d\dx)*) PPO's runs' `train\(\)` seconds"
+)
+#: The heading of a table column of ``train()`` seconds against PPO's
+TRAIN_COLUMN = "`train()` seconds per run"
+
+
+def train_time_facts(page: Path) -> list[tuple[tuple[str, str], str, str]]:
+    """
+    ((env, contender), ratio, where) of every ``train()``-seconds ratio of a page: the table column's (per env and
+    contender; the tuned entry's contender called ``tuned``) and the headline claim's (the tuned entries').
+    """
+    found: list[tuple[tuple[str, str], str, str]] = []
+    column = None
+    for number, line in enumerate(page_lines(page), 1):
+        where = f"{page.relative_to(ROOT)}:{number}"
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if not cells:
+            column = None
+        elif any(TRAIN_COLUMN in cell for cell in cells):
+            column = next(i for i, cell in enumerate(cells) if TRAIN_COLUMN in cell)
+        elif column is not None and not line.startswith("| ---") and len(cells) > column:
+            ratio = RATIO.search(cells[column])
+            if ratio is not None:
+                contender = "tuned" if "tuned" in cells[1] else cells[1]
+                found.append(((cells[0], contender), ratio["ratio"], where))
+        for claim in TRAIN_CLAIM.finditer(line):
+            envs, ratios = claim["envs"].split(" / "), claim["ratios"].split(" / ")
+            assert len(envs) == len(ratios), f"{where}: {claim[0]}"
+            found += [((env, "tuned"), ratio.removesuffix("x"), where) for env, ratio in zip(envs, ratios)]
+    return found
+
+
+def test_each_train_time_ratio_has_one_value_on_every_page() -> None:
+    """The tuned entries' ``train()`` seconds against PPO's: the headline (README, benchmarks, xppo) and the table agree."""
+    assert conflicts(PAGES, train_time_facts) == {}
+    facts = {(fact, where.split(":")[0]) for page in PAGES for fact, _, where in train_time_facts(page)}
+    assert {(("LunarLander-v3", "tuned"), "README.md"), (("LunarLander-v3", "tuned"), "docs/guide/benchmarks.md")} <= facts
+
+
+def test_two_train_time_values_are_caught(tmp_path: Path) -> None:
+    """Negative control: the claim says 1.50x where the table says 1.52x."""
+    claim, table = tmp_path / "claim.md", tmp_path / "table.md"
+    claim.write_text(
+        "| claim | verdict |\n| --- | --- |\n| tuned | LunarLander-v3 / LunarLanderContinuous-v3: 200 after 100k; their runs "
+        "spent 1.50x / 1.69x PPO's runs' `train()` seconds (means) |\n"
+    )
+    table.write_text(
+        "| env | contender | `train()` seconds per run ÷ PPO's |\n| --- | --- | --- |\n"
+        "| LunarLander-v3 | tuned entry (`xppo.yml`) | 1.52x |\n| LunarLander-v3 | PPO (zoo) | 1.00x |\n"
+    )
+    import test_one_number_per_fact as scan
+
+    original = scan.ROOT
+    scan.ROOT = tmp_path
+    try:
+        found = conflicts([claim, table], train_time_facts)
+    finally:
+        scan.ROOT = original
+    assert found == {("LunarLander-v3", "tuned"): {"1.50": ["claim.md:3"], "1.52": ["table.md:3"]}}
+
+
+def test_the_readme_speed_sentence_is_covered() -> None:
+    """The README's first-screen speed sentence quotes the quickstart's path and the main job's: both are scanned."""
+    readme = ROOT / "README.md"
+    front = [(fact, where) for fact, _, where in speed_facts(readme) if int(where.split(":")[1]) < 20]
+    assert {fact for fact, _ in front} >= {("CartPole-v1", "lean"), ("LunarLander-v3", "command")}

@@ -1,8 +1,9 @@
 """
 The built documentation as a reader sees it: each page of ``docs/_build/html`` rendered by headless Chromium at
-1400 and 1024 pixels. No table row has more cells than its header, no figure is shrunk past legibility, no code
-block of the front pages runs off its box, and a screenshot of each page is kept under ``docs/_build/screenshots/``
-(CI's artifacts). The markdown sources' tables are checked too, as GitHub renders them.
+1400 and 1024 pixels. No table row has more cells than its header, no word of a table cell is split across two
+lines (each word's range measured in the DOM), no figure is shrunk past legibility, no code block runs off its box,
+and a screenshot of each page is kept under ``docs/_build/screenshots/`` (CI's artifacts). The markdown sources'
+tables are checked too, as GitHub renders them.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it) and the built site (``.ci/run`` builds it before pytest:
 ``sphinx-build -W --keep-going -b html docs docs/_build/html``); without either the browser tests skip, saying which.
@@ -28,8 +29,6 @@ PAGES = sorted([HTML / "index.html", *HTML.glob("guide/*.html"), *HTML.glob("mis
 WIDTHS = (1400, 1024)
 #: A figure drawn this many times wider than it is shown has labels too small to read; per window width
 MAX_SHRINK = {1400: 1.6, 1024: 2.0}
-#: Pages whose code blocks must fit their box: what a newcomer copies first
-NO_SCROLLING_CODE = ("index.html", "install.html")
 MARKER = "render-check"
 # runs once the page and its images have loaded; the result lands in the DOM that --dump-dom prints
 PROBE = """
@@ -48,12 +47,26 @@ window.addEventListener("load", () => setTimeout(() => {
     src: img.getAttribute("src"), natural: img.naturalWidth, shown: img.clientWidth,
     box: img.parentElement.clientWidth,
   }));
+  // a word (letters and digits) of a table cell laid out on two lines: the rectangles of its range on two lines
+  const split = [];
+  for (const cell of document.querySelectorAll("table.docutils td, table.docutils th")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[\\p{L}\\p{N}]+/gu)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (lines.size > 1) split.push({word: word[0], cell: cell.innerText.slice(0, 60)});
+      }
+    }
+  }
   const code = [...document.querySelectorAll(".rst-content pre")].map((pre) => ({
     scroll: pre.scrollWidth, shown: pre.clientWidth, text: pre.innerText.split("\\n")[0].slice(0, 80),
   }));
   const out = document.createElement("pre");
   out.id = "MARKER";
-  out.textContent = JSON.stringify({tables, images, code, page: document.documentElement.scrollWidth,
+  out.textContent = JSON.stringify({tables, images, code, split, page: document.documentElement.scrollWidth,
                                     window: window.innerWidth});
   document.body.appendChild(out);
 }, 0));
@@ -112,9 +125,9 @@ def test_page_renders_legibly(page: Path, width: int) -> None:
         shrink = image["natural"] / image["shown"]
         assert shrink <= MAX_SHRINK[width], f"{image['src']}: {image['natural']} px drawn in {image['shown']} ({shrink:.1f}x)"
     assert found["page"] <= found["window"] + 1, "the page scrolls sideways"
-    if page.name in NO_SCROLLING_CODE and width == WIDTHS[0]:
-        for code in found["code"]:
-            assert code["scroll"] <= code["shown"] + 1, f"code runs off its box: {code['text']}"
+    assert found["split"] == [], f"words split across lines in table cells: {found['split'][:5]}"
+    for code in found["code"]:
+        assert code["scroll"] <= code["shown"] + 1, f"code runs off its box: {code['text']}"
 
 
 def test_the_probe_catches_a_split_row_and_a_huge_figure(tmp_path: Path) -> None:
@@ -133,6 +146,28 @@ def test_the_probe_catches_a_split_row_and_a_huge_figure(tmp_path: Path) -> None
     assert found["tables"][0]["rows"] == [3] and found["tables"][0]["header"] == 2
     image = found["images"][0]
     assert image["natural"] / image["shown"] > MAX_SHRINK[1400]
+
+
+def test_the_probe_catches_a_word_split_and_a_wide_code_block(tmp_path: Path) -> None:
+    """Negative control: a cell that breaks anywhere splits its long word; a code line wider than its box scrolls."""
+    needs_browser()
+    page = tmp_path / "bad.html"
+    page.write_text(
+        '<html><body><div class="rst-content" style="width:300px">'
+        '<table class="docutils"><tbody><tr><td style="width:60px; max-width:60px; overflow-wrap:anywhere">'
+        "normalize_values everywhere</td><td>ok</td></tr></tbody></table>"
+        f'<pre style="white-space:pre; overflow:auto">{"x = 1  # " + "long " * 40}</pre></div></body></html>'
+    )
+    found = measure(page, 1024)
+    assert any(s["word"] in ("normalize", "values", "everywhere") for s in found["split"]), found["split"]
+    assert found["code"][0]["scroll"] > found["code"][0]["shown"] + 1
+    # the same cell with the pages' rule (break between words only) splits nothing
+    page.write_text(
+        '<html><body><div class="rst-content" style="width:300px">'
+        '<table class="docutils"><tbody><tr><td style="width:60px; overflow-wrap:normal">'
+        "normalize_<wbr>values everywhere</td><td>ok</td></tr></tbody></table></div></body></html>"
+    )
+    assert measure(page, 1024)["split"] == []
 
 
 # --- the markdown sources, as GitHub renders them (no browser needed) ---

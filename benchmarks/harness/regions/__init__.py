@@ -9,6 +9,7 @@ The regions of the pages that ``benchmarks/render_docs.py`` renders, a module pe
 - :mod:`~harness.regions.vec_env`: ``benchmarks/vec_env.py``, ``ray_vec_env.py`` and ``train_cli.py`` (and the speed targets);
 - :mod:`~harness.regions.dagger`: ``benchmarks/distill.py``;
 - :mod:`~harness.regions.train_default`: ``benchmarks/train_default.py``;
+- :mod:`~harness.regions.install`: ``benchmarks/install_size.py`` and the main job's time (``train_default.py``);
 - :mod:`~harness.regions.distributed`: ``benchmarks/distributed.py``;
 - :mod:`~harness.regions.safe_load`: ``benchmarks/safe_load.py``;
 - :mod:`~harness.regions.summary`: the README's first screen, the headline and the decision table, from all of them.
@@ -24,6 +25,7 @@ from pathlib import Path
 from harness.regions import (
     dagger,
     distributed,
+    install,
     learning,
     multi_critic,
     overhead,
@@ -43,6 +45,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     **vec_env.REGIONS,
     **dagger.REGIONS,
     **train_default.REGIONS,
+    **install.REGIONS,
     **multi_critic.REGIONS,
     **distributed.REGIONS,
     **safe_load.REGIONS,

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import layout
+from harness.regions import results
 from harness.regions.figures import budget, interval, said, seeds, steps, table_with_pending, tally, verdict
 from harness.regions.results import campaign_reports, campaign_with, campaigns_of, report, the_campaign
 
@@ -50,6 +52,10 @@ def recommended_claim() -> str | None:
     )
 
 
+#: What a ratio of a campaign's ``train_seconds`` is: means over learning runs, not a paired timing
+TRAIN_SECONDS_WORDS = "means over runs made at different times, not paired"
+
+
 def zoo_claim() -> str | None:
     """The tuned LunarLander entries' steps to 200 against the preset's and PPO's, final verdict and ``train()`` time."""
     if (found := the_campaign("zoo-entries")) is None:
@@ -68,7 +74,8 @@ def zoo_claim() -> str | None:
         f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (preset "
         f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; medians, seeds "
         f"{seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; "
-        f"each `train()` takes {each(train_ratio)} PPO's time (more updates per env step)"
+        f"their runs spent {each(train_ratio)} PPO's runs' `train()` seconds ({TRAIN_SECONDS_WORDS}; more updates per "
+        "env step)"
     )
 
 
@@ -110,7 +117,7 @@ def render_zoo_entries(page: Path) -> str:
     names = {"xppo-zoo": "tuned entry (`xppo.yml`)", PRESET: "`xppo_recommended`", PPO: "PPO (zoo)"}
     lines = [
         "| env | contender | final IQM [95% interval] | curve IQM [95% interval] | steps to 200, median (seeds) | "
-        "train() time ÷ PPO's |",
+        f"`train()` seconds per run ÷ PPO's ({TRAIN_SECONDS_WORDS}) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for env_id, env_summary in data["summary"].items():
@@ -297,6 +304,25 @@ def _final_row(reports: dict[str, dict[str, Any]], env_id: str, contender: str) 
     return None
 
 
+def render_thresholds(page: Path) -> str:
+    """Each benchmark env's return threshold for "steps to threshold", from where the harness defines them."""
+    from harness.runs import THRESHOLDS  # the run machinery (torch, SB3): imported only to render this region
+
+    listed = ", ".join(f"{env_id} {value:g}" for env_id, value in THRESHOLDS.items())
+    return (
+        f"The thresholds (`THRESHOLDS` in `benchmarks/harness/runs.py`): {listed}. A multi-critic campaign states "
+        'its own in its table (the "reached" column).'
+    )
+
+
+def render_mask_memory(page: Path) -> str:
+    """The memory maze's table, as ``benchmarks/mask_memory.py`` writes it from its report (``table.md``)."""
+    path = results.RESULTS / layout.CAMPAIGNS / "mask_memory" / "table.md"
+    if not path.is_file():
+        return "Pending: `python benchmarks/mask_memory.py --workers 2`."
+    return path.read_text(encoding="utf-8").strip().replace("95% CI", "95% interval")
+
+
 def render_sequence_batching_learning(page: Path) -> str:
     """
     Final returns with and without ``sequence_batching`` (:data:`SEQUENCE_PAIRS`): the same seeds, hyperparameters and
@@ -343,4 +369,6 @@ REGIONS: dict[str, Callable[[Path], str]] = {
     "screens": render_screens,
     "envpool-equivalence": render_envpool_equivalence,
     "sequence-batching-learning": render_sequence_batching_learning,
+    "mask-memory": render_mask_memory,
+    "thresholds": render_thresholds,
 }

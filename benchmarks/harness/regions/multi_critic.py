@@ -24,35 +24,64 @@ def multi_critic_reports() -> dict[str, dict[str, Any]]:
     return {name: data for name, data in campaign_reports().items() if name.startswith(f"{FOLDER}/")}
 
 
+#: The styles env, and the default mode ("balanced" on a shared trunk) and its baseline there
+TWO_STYLES = "sb3_xppo/TwoStylePendulum-v0"
+BALANCED, SINGLE = "mc-balanced-shared", "single"
+
+
+def compared_seeds(data: dict[str, Any]) -> int:
+    """How many seeds a styles report ran both "balanced" and the single critic on (0 when it ran either not)."""
+    rows = next(iter(data["summary"].values()))["contenders"]
+    if BALANCED not in rows or SINGLE not in rows:
+        return 0
+    return len(set(rows[BALANCED]["seeds"]) & set(rows[SINGLE]["seeds"]))
+
+
 def styles_campaign() -> str | None:
-    """The must-win campaign (its report's kind is ``must-win``), None before it reports."""
-    return next(iter(campaigns_of("must-win")), None)
+    """
+    The campaign the styles headline quotes: of the reports of kind ``must-win``, the one that compared "balanced"
+    with the single critic on the most seeds; on a tie the later folder (a rerun). None before one reports.
+    """
+    found = campaigns_of("must-win")
+    if not found:
+        return None
+    return max(reversed(list(found)), key=lambda name: compared_seeds(found[name]))
+
+
+def styles_rows() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """The must-win campaign's env summary, its "balanced" row and its single critic's row (None before it reports)."""
+    if (campaign := styles_campaign()) is None:
+        return None
+    env_summary = next(iter(report(campaign)["summary"].values()))
+    rows = env_summary["contenders"]
+    return env_summary, rows[BALANCED], rows[SINGLE]
 
 
 def styles_claim() -> str | None:
-    """The must-win campaign's "balanced" (the defaults) against one critic: the verdict, the intervals, the seeds at 0.8."""
-    if (campaign := styles_campaign()) is None:
+    """
+    The must-win campaign's "balanced" (the defaults) against one critic: the final score's and the curve's IQMs
+    with their intervals and verdicts, the seeds that reached the threshold, and which seeds.
+    """
+    if (found := styles_rows()) is None:
         return None
-    data = report(campaign)
-    env_summary = next(iter(data["summary"].values()))
-    rows = env_summary["contenders"]
-    row, base = rows["mc-balanced-shared"], rows["single"]
+    env_summary, row, base = found
     return (
-        f"{verdict(row, base, 'final')}: {interval(row, 'final', 2)} against one critic's {interval(base, 'final', 2)}; "
-        f"{row['reached']} of {len(row['seeds'])} seeds reached {env_summary['threshold']:g}, one critic's "
-        f"{base['reached']} of {len(base['seeds'])}"
+        f"curve {verdict(row, base, 'curve')}: {interval(row, 'curve', 2)} against one critic's "
+        f"{interval(base, 'curve', 2)}; final {verdict(row, base, 'final')}: {interval(row, 'final', 2)} against "
+        f"{interval(base, 'final', 2)}; {row['reached']} of {len(row['seeds'])} seeds reached "
+        f"{env_summary['threshold']:g}, one critic's {base['reached']} of {len(base['seeds'])} (seeds {seeds(row['seeds'])})"
     )
 
 
 def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None, decimals: int = 2) -> str:
-    """A multi-critic campaign's rows: contender, seeds, final IQM and CI, seeds reaching the threshold, curve mean."""
+    """A multi-critic campaign's rows: contender, seeds, final and curve IQMs with their intervals, seeds at the threshold."""
     data = report(campaign)
     env_id, env_summary = next(iter(data["summary"].items()))  # type: ignore[index]
     rows = env_summary["contenders"]
     unverified = len(data.get("provenance", {}).get("unverified", []))
     lines = [
         f"| contender ({env_id}, {budget(env_summary['budget'])} steps) | seeds | final IQM [95% interval] | "
-        f"reached {env_summary['threshold']:g} | curve (mean) |",
+        f"curve IQM [95% interval] | reached {env_summary['threshold']:g} |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name in contenders or sorted(rows, key=lambda n: -rows[n]["final_iqm"]):
@@ -60,17 +89,52 @@ def multi_critic_table(campaign: str, contenders: tuple[str, ...] | None = None,
             row = rows[name]
             lines.append(
                 f"| {name} | {seeds(row['seeds'])} | {interval(row, 'final', decimals)} | "
-                f"{row['reached']}/{len(row['seeds'])} | {row['curve_mean']:.{decimals}f} |"
+                f"{interval(row, 'curve', decimals)} | {row['reached']}/{len(row['seeds'])} |"
             )
     if unverified:
         lines += ["", f"*{unverified} of the report's runs are unverified: made before runs recorded a fingerprint.*"]
     return "\n".join(lines)
 
 
+def modes_campaign() -> str | None:
+    """The campaign that ran the most multi-critic modes on the styles env (the screen of every mode)."""
+    found = {name: data for name, data in multi_critic_reports().items() if TWO_STYLES in data["summary"]}
+    if not found:
+        return None
+    return max(found, key=lambda name: len(found[name]["summary"][TWO_STYLES]["contenders"]))
+
+
 def render_multi_critic_styles(page: Path) -> str:
-    if (campaign := styles_campaign()) is None:
+    """Every mode on the styles env (the screen of modes), final and curve IQMs with their intervals."""
+    if (campaign := modes_campaign()) is None:
         return "*The styles campaign has no report yet.*"
     return multi_critic_table(campaign)
+
+
+def render_multi_critic_styles_fresh(page: Path) -> str:
+    """
+    The headline's campaign: "balanced" against one critic on its own seeds, both IQMs, and its verdicts in words;
+    then any other must-win campaign (a rerun still running), with how far it has got.
+    """
+    if (campaign := styles_campaign()) is None or (found := styles_rows()) is None:
+        return "*The styles campaign has no report yet.*"
+    _, row, base = found
+    name = campaign.removeprefix(FOLDER + "/")
+    text = (
+        multi_critic_table(campaign, (BALANCED, SINGLE))
+        + f'\n\n"balanced" against one critic (`{name}`, seeds {seeds(row["seeds"])}): '
+        f"curve {verdict(row, base, 'curve')}, final {verdict(row, base, 'final')}."
+    )
+    for other, data in campaigns_of("must-win").items():
+        planned = len(data.get("args", {}).get("seeds", []))
+        if other != campaign and compared_seeds(data) < planned:  # a rerun still running
+            text += (
+                f"\n\nNot quoted yet: `{other.removeprefix(FOLDER + '/')}`. {data.get('question', '')} It has compared "
+                f"the two on {compared_seeds(data)} of its {planned} seeds so far; the headline moves to it once it has "
+                f"compared them on more seeds than `{name}`. Its runs so far:\n\n"
+                + multi_critic_table(other, (BALANCED, SINGLE))
+            )
+    return text
 
 
 def faithful_lunar_campaign() -> str | None:
@@ -219,6 +283,7 @@ def render_clip_ab(page: Path) -> str:
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "multi-critic-styles": render_multi_critic_styles,
+    "multi-critic-styles-fresh": render_multi_critic_styles_fresh,
     "multi-critic-match": render_multi_critic_match,
     "pcgrad-worth": render_pcgrad_worth,
     "clip-ab": render_clip_ab,

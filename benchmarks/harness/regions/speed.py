@@ -132,6 +132,37 @@ def render_vec_env_speed(page: Path) -> str:
     return "\n".join(lines)
 
 
+def lean_result(env_id: str) -> dict[str, Any] | None:
+    """speed.json's row of XPPO on the lean env against PPO on ``make_vec_env``'s (``<env id>@lean``), None without it."""
+    data = speed_results(vec_env=True)
+    return next((r for r in (data or {}).get("results", []) if r["env"] == f"{env_id}@lean"), None)
+
+
+def speed_ladder(env_id: str = "LunarLander-v3") -> str | None:
+    """
+    One sentence that ties the three speed figures of one env together, each median paired: the envs alone
+    (``vec_env.json``), ``learn()`` on them (``speed.json``) and the whole training command (``train_cli.json``).
+    None while one of the three is missing.
+    """
+    vec_env, learn, command = single("vec_env.json"), lean_result(env_id), single("train_cli.json")
+    envs = next((r for r in (vec_env or {}).get("rows", []) if r["env"] == env_id), None)
+    if envs is None or learn is None or command is None or command["env"] != env_id:
+        return None
+    return (
+        f"Three speed figures, nested: the lean env alone steps {envs['ratio_paired_median']:.2f}x as fast on {env_id} "
+        f"x{envs['n_envs']} as SB3's `make_vec_env` ({MEDIAN_PAIRED}, `vec_env.json`); `learn()` adds the network's "
+        f"passes and the updates, which cost XPPO and PPO alike: {learn['ratio_paired']:.2f}x PPO's env-steps/s on "
+        f"{env_id} on the lean env ({MEDIAN_PAIRED}, `speed.json`); the whole training command, `python -m "
+        "sb3_xppo.train` against rl-zoo3's at PPO's hyperparameters, adds what both pay (imports, set-up, evaluations, "
+        "saving), and rl-zoo3's envs never render LunarLander's particles, so it gains least: "
+        f"{command['ratio_paired']:.2f}x on {env_id} ({MEDIAN_PAIRED}, `train_cli.json`)."
+    )
+
+
+def render_speed_ladder(page: Path) -> str:
+    return speed_ladder() or "Pending: `vec_env.json`, `speed.json` (`--contrib`) and `train_cli.json`."
+
+
 #: The pieces of ``learn()`` that XPPO with PPO's settings cannot shed: the env's step and the network's passes, the
 #: same operations on the same operands as PPO's (the contract of its exactness)
 FLOOR_PIECES = {"env": "env step", "policy": "collection forward", "forward": "minibatch forward", "backward": "backward"}
@@ -178,6 +209,10 @@ def speed_floor_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: A row of speed_sequences.json timed over fewer rollouts per run than this is labelled rough
+ROUGH_BELOW_ROLLOUTS = 3
+
+
 def render_sequence_batching(page: Path) -> str:
     """RecurrentXPPO with ``sequence_batching=True`` against RecurrentPPO: ``train()`` and ``learn()``, from
     speed_sequences.json (``benchmarks/speed.py --sequences``)."""
@@ -186,32 +221,42 @@ def render_sequence_batching(page: Path) -> str:
         return "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
     lines = [
         "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO (CPU time) | `learn()` env-steps/s, "
-        "RecurrentXPPO / RecurrentPPO (CPU time) | targets (`train()`, `learn()`) | largest parameter difference |",
-        "| --- | --- | --- | --- | --- |",
+        "RecurrentXPPO / RecurrentPPO (CPU time) | largest parameter difference |",
+        "| --- | --- | --- | --- |",
     ]
+    rough = []
     for r in data["sequences"]:
-        q, met = r["ratio_paired"], r["targets_met"]
-        targets = ", ".join(
-            f"{r['targets'][key]:g}x {'met' if met[key] else 'missed'}" for key in ("train", "learn") if key in met
-        )
+        q = r["ratio_paired"]
+        name = r["env"]
+        if r["rollouts"] < ROUGH_BELOW_ROLLOUTS:
+            rough.append(r["env"])
+            name += f" ({r['rollouts']} rollout per run: rough)"
         lines.append(
-            f"| {r['env']} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
-            f"{targets} | {r['max_abs_param_diff']:.1g} |"
+            f"| {name} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
+            f"{r['max_abs_param_diff']:.1g} |"
         )
     runs = {r["env"]: f"{r['rollouts']} rollout{'s' if r['rollouts'] > 1 else ''}" for r in data["sequences"]}
     reps = data["config"]["reps"]
+    load = data["host"]["loadavg_start"][0]
     lines += [
         "",
         f"Median paired ratios over {reps} runs of each, alternating, one torch thread "
-        f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run). The parameter difference is after the first "
-        "run of each, same seed: float rounding, grown over the run's updates.",
+        f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run), on a {data['host']['cpus']}-core machine "
+        f"whose load average was {load:.1f} at the start: other jobs shared it. The parameter difference is after the "
+        "first run of each, same seed: float rounding, grown over the run's updates.",
     ]
+    if rough:
+        lines[-1] += (
+            f" {' and '.join(rough)}: {reps} pairs of one rollout each on a shared machine, so its ratios are rough: "
+            "they say that the option is several times faster there, not how many."
+        )
     return "\n".join(lines)
 
 
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
     "speed": render_speed,
+    "speed-ladder": render_speed_ladder,
     "speed-breakdown": render_speed_breakdown,
     "vec-env-speed": render_vec_env_speed,
     "sequence-batching": render_sequence_batching,

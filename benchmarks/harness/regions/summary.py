@@ -6,13 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.regions.dagger import dagger_claim, distill_results
-from harness.regions.figures import MEDIAN_PAIRED, seeds, steps, tally, verdict
+from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, tally, verdict
 from harness.regions.learning import PRESET, comparisons, recommended_claim, zoo_claim
-from harness.regions.multi_critic import match_claim, styles_campaign, styles_claim
-from harness.regions.results import ROOT, campaigns_of, link, report
-from harness.regions.speed import exactness_claim, speed_claim, speed_results
+from harness.regions.multi_critic import match_claim, styles_claim, styles_rows
+from harness.regions.results import ROOT, campaigns_of, link, single
+from harness.regions.speed import exactness_claim, lean_result, speed_claim
 
 BENCHMARKS_PAGE = ROOT / "docs" / "guide" / "benchmarks.md"
+#: The env of the README's quickstart (``XPPO("MlpPolicy", "CartPole-v1")``): the front figure is this env's
+QUICKSTART_ENV = "CartPole-v1"
 
 
 def words_header(page: Path) -> str:
@@ -50,9 +52,11 @@ def render_headline(page: Path) -> str:
 
 #: The zoo config's entries that are not rl-zoo3's PPO entry, in words (``zoo_configs/xppo.yml`` says why)
 ZOO_OWN_ENTRIES = (
-    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO, the multi-critic "
-    "`mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
+    "LunarLander-v3 and LunarLanderContinuous-v3 tuned, Pendulum-v1 with value normalization and RPO (Robust Policy "
+    "Optimization, [its section]({rpo})), the multi-critic `mo-lunar-lander-v3` and `sb3_xppo/LunarLanderGroups-v3`"
 )
+#: The page and section that define RPO
+XPPO_PAGE, RPO_ANCHOR = ROOT / "docs" / "guide" / "xppo.md", "robust-policy-optimization-policy_kwargsdictrpo_alphaa"
 
 
 def render_decision(page: Path) -> str:
@@ -74,7 +78,8 @@ def render_decision(page: Path) -> str:
             ),
             row(
                 "`zoo_configs/xppo.yml` (`python -m sb3_xppo.train`)",
-                f"the LunarLanders, where env steps cost more than compute (its own entries: {ZOO_OWN_ENTRIES}; the "
+                f"the LunarLanders, where env steps cost more than compute (its own entries: "
+                f"{ZOO_OWN_ENTRIES.format(rpo=link(page, XPPO_PAGE, RPO_ANCHOR))}; the "
                 "others are rl-zoo3's PPO ones)",
                 zoo_claim(),
                 "is-it-faster",
@@ -106,14 +111,19 @@ def render_front(page: Path) -> str:
     """The README's first screen: what a user gets, one measured number each, with its evidence."""
     bench = BENCHMARKS_PAGE
     items = []
-    speed = speed_results()
-    if speed is not None and speed["results"]:
-        first = speed["results"][0]
-        items.append(
-            f'- **PPO, in less time.** `XPPO("MlpPolicy", env)` trains SB3 PPO\'s model bit for bit, at '
-            f"{first['ratio_paired']:.2f}x PPO's env-steps/s on {first['env']} ({MEDIAN_PAIRED}) "
-            f"([evidence]({link(page, bench, 'is-it-faster')}))."
+    if (lean := lean_result(QUICKSTART_ENV)) is not None:
+        # the path the quickstart takes: an env id, which XPPO builds as its lean env
+        text = (
+            f'- **PPO, in less time.** `XPPO("MlpPolicy", "{QUICKSTART_ENV}")` trains SB3 PPO\'s model bit for bit, at '
+            f"{lean['ratio_paired']:.2f}x PPO's env-steps/s on {QUICKSTART_ENV} on the lean env XPPO builds from an env "
+            f"id ([{MEDIAN_PAIRED}]({link(page, bench, 'glossary')}))"
         )
+        if (command := single("train_cli.json")) is not None:
+            text += (
+                f"; the main job's whole command, `python -m sb3_xppo.train`, {command['ratio_paired']:.2f}x rl-zoo3's "
+                f"speed on {command['env']} ({MEDIAN_PAIRED}, PPO's hyperparameters)"
+            )
+        items.append(text + f" ([evidence]({link(page, bench, 'is-it-faster')})).")
     found = comparisons("recommended", PRESET)
     if found:
         curve = tally(found, "curve")
@@ -133,15 +143,15 @@ def render_front(page: Path) -> str:
             f"{seeds(row['seeds'])}); learning curve ahead of PPO's on {len(curve['ahead'])} of {len(found)} envs, "
             f"level on the others ([evidence]({link(page, bench, 'what-does-xppo_recommended-buy')}))."
         )
-    if (campaign := styles_campaign()) is not None:
-        env_summary = next(iter(report(campaign)["summary"].values()))
-        rows = env_summary["contenders"]
-        row, base = rows["mc-balanced-shared"], rows["single"]
+    if (found := styles_rows()) is not None:
+        _, row, base = found
+        guide = ROOT / "docs" / "guide" / "multi_critic.md"
         items.append(
-            f'- **One critic per reward group.** On two reward styles 100x apart, "balanced" multi-critic reached '
-            f"{env_summary['threshold']:g} on {row['reached']} of {len(row['seeds'])} seeds, one critic on "
-            f"{base['reached']} of {len(base['seeds'])} (final scores {verdict(row, base, 'final')} at "
-            f"{len(row['seeds'])} seeds) ([evidence]({link(page, bench, 'does-multi-critic-help')}))."
+            f"- **One critic per [reward group]({link(page, guide)}).** On two reward styles 100x apart, "
+            f'"balanced" multi-critic (each group\'s advantages normalized on their own) against one critic: curve '
+            f"{interval(row, 'curve', 2)} against {interval(base, 'curve', 2)} ({verdict(row, base, 'curve')}), final "
+            f"score {interval(row, 'final', 2)} against {interval(base, 'final', 2)} ({verdict(row, base, 'final')}), "
+            f"IQMs over seeds {seeds(row['seeds'])} ([evidence]({link(page, bench, 'does-multi-critic-help')}))."
         )
     distill = distill_results()
     if distill is not None:
