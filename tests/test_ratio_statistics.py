@@ -6,8 +6,6 @@ and ``train/clip_fraction`` (the share of samples with ``1 - r > clip_low`` or `
 
 from __future__ import annotations
 
-import math
-
 import gymnasium as gym
 import numpy as np
 import pytest
