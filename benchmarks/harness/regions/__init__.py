@@ -10,6 +10,7 @@ The regions of the pages that ``benchmarks/render_docs.py`` renders, a module pe
 - :mod:`~harness.regions.dagger`: ``benchmarks/distill.py``;
 - :mod:`~harness.regions.train_default`: ``benchmarks/train_default.py``;
 - :mod:`~harness.regions.distributed`: ``benchmarks/distributed.py``;
+- :mod:`~harness.regions.spo_depth`: the SPO depth campaigns of ``benchmarks/learning.py`` (issue 56);
 - :mod:`~harness.regions.summary`: the README's first screen, the headline and the decision table, from all of them.
 
 :mod:`~harness.regions.results` reads the result files, :mod:`~harness.regions.figures` writes numbers in words.
@@ -20,7 +21,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions import dagger, distributed, learning, multi_critic, overhead, speed, summary, train_default, vec_env
+from harness.regions import (
+    dagger,
+    distributed,
+    learning,
+    multi_critic,
+    overhead,
+    speed,
+    spo_depth,
+    summary,
+    train_default,
+    vec_env,
+)
 
 #: Each region's renderer, by the region's name
 RENDERERS: dict[str, Callable[[Path], str]] = {
@@ -33,4 +45,5 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     **train_default.REGIONS,
     **multi_critic.REGIONS,
     **distributed.REGIONS,
+    **spo_depth.REGIONS,
 }
