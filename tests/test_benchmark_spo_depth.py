@@ -12,6 +12,7 @@ from pathlib import Path
 import harness.regions.summary
 import harness.runs
 import harness.zoo
+import learning
 import pytest
 import rl_zoo3
 import torch as th
@@ -218,3 +219,13 @@ def test_the_campaign_contenders_are_the_overrides_the_campaign_runs():
     assert parse_contender(spo_depth.contender_of(spo_depth.DEEP, "spo")).kwargs == dict(actor_loss="spo", depth=7)
     assert parse_contender(spo_depth.contender_of(spo_depth.SHORT, "clip")).kwargs == dict(actor_loss="clip")
     assert spo_depth.RUNS[spo_depth.DEEP] == 20 and spo_depth.RUNS[spo_depth.SHORT] == 12
+
+
+def test_a_campaign_of_a_kind_reports_before_its_first_run(tmp_path):
+    args = ["--envs", "Hopper-v5", "--contenders", "xppo@depth=7", "--seeds", "0", "--report-only", "--out-dir", str(tmp_path)]
+    learning.main([*args, "--name", "plain"])
+    assert not (tmp_path / "campaigns" / "plain").exists()  # no kind, nothing to say
+    learning.main([*args, "--name", "deep", "--kind", "spo-depth", "--question", "q"])
+    report = json.loads((tmp_path / "campaigns" / "deep" / "report.json").read_text())
+    assert report["kind"] == "spo-depth" and report["summary"] == {} and report["runs"] == [] and "train_logs" not in report
+    assert not (tmp_path / "campaigns" / "deep" / "plot.png").exists()
