@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.contenders import parse_contender
 from harness.layout import CAMPAIGNS
 from harness.regions import results
 from harness.regions.figures import budget, interval, seeds, verdict
@@ -37,19 +36,9 @@ def contender_of(kind: str, loss: str) -> str:
     return f"xppo@actor_loss='{loss}'" + (f"@depth={DEPTH}" if kind == DEEP else "")
 
 
-def _loss_and_depth(name: str) -> tuple[str, int]:
-    kwargs = parse_contender(name).kwargs
-    return kwargs.get("actor_loss", "clip"), kwargs.get("depth", ZOO_DEPTH)
-
-
-def campaign(kind: str) -> tuple[str, dict[str, Any]] | None:
-    """The campaign of ``kind`` and its report, None before it reports."""
-    return the_campaign(kind)
-
-
 def rows(kind: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Per env and loss: the campaign's summary row (with its ``train_logs`` row as ``ratio``), the finished ones."""
-    found = campaign(kind)
+    found = the_campaign(kind)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     if found is None:
         return out
@@ -60,7 +49,6 @@ def rows(kind: str) -> dict[str, dict[str, dict[str, Any]]]:
         for loss in LOSSES:
             name = contender_of(kind, loss)
             if name in contenders:
-                assert _loss_and_depth(name) == (loss, DEPTH if kind == DEEP else ZOO_DEPTH)
                 out.setdefault(env_id, {})[loss] = {**contenders[name], "ratio": logs.get(name, {})}
     return out
 
@@ -97,7 +85,7 @@ def returns_table() -> list[str]:
         full = min(len(clip["seeds"]), len(spo["seeds"])) == SEEDS[DEEP]
         verdicts = f"{verdict(spo, clip, 'final')}, {verdict(spo, clip, 'curve')}" if full else "pending"
         lines.append(
-            f"| {env_id} ({ENVS[env_id]} units, {budget(campaign(DEEP)[1]['summary'][env_id]['budget'])}) | "  # type: ignore[index]
+            f"| {env_id} ({ENVS[env_id]} units, {budget(the_campaign(DEEP)[1]['summary'][env_id]['budget'])}) | "  # type: ignore[index]
             f"{seeds(clip['seeds'])} / {seeds(spo['seeds'])} | {interval(clip, 'final')} / {interval(spo, 'final')} | "
             f"{interval(clip, 'curve')} / {interval(spo, 'curve')} | {verdicts} |"
         )
@@ -118,7 +106,7 @@ def ratio_table() -> list[str]:
                 if loss not in found or not found[loss]["ratio"]:
                     continue
                 row = found[loss]
-                env_budget = campaign(kind)[1]["summary"][env_id]["budget"]  # type: ignore[index]
+                env_budget = the_campaign(kind)[1]["summary"][env_id]["budget"]  # type: ignore[index]
                 lines.append(
                     f"| {env_id} | {depth} x {width} | {budget(env_budget)} | `{loss}` | {seeds(row['ratio']['seeds'])} | "
                     f"{_cell(_stat(row, 'ratio_deviation', 'early'))} | {_cell(_stat(row, 'ratio_deviation', 'run'))} | "
@@ -219,7 +207,7 @@ def render_spo_depth(page: Path) -> str:
     text += "\n\nThe probability ratio over training (its mean over each run's `train()` calls, mean over seeds):\n\n"
     text += "\n".join(ratios) if len(ratios) > 2 else "*No run has recorded the ratio's statistics yet.*"
     for kind, label in ((SHORT, "the zoo's depth, 100k steps"), (DEEP, "7 hidden layers, 1M steps")):
-        if (found := campaign(kind)) is not None and "train_logs" in found[1]:
+        if (found := the_campaign(kind)) is not None and "train_logs" in found[1]:
             path = link(page, results.RESULTS / CAMPAIGNS / found[0] / PLOT)
             text += f"\n\n![Mean |r - 1| and clip fraction per train() over training, per loss: {label}]({path})"
     return text + f"\n\n**Answer:** {answer()}"
