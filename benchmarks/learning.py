@@ -31,7 +31,8 @@ seeds for every contender, in one run.
     and a quoted schedule (``@learning_rate='lin_3e-4'``) becomes rl-zoo3's linear schedule; ``@vec_env='envpool'``
     trains on the VecEnv of that name (``python -m sb3_xppo.train``'s ``--vec-env`` choices; rl-zoo3's
     ``DummyVecEnv`` without it), e.g. ``ppo@vec_env='envpool'`` against ``ppo`` for EnvPool's learning equivalence,
-    and evaluates on gymnasium's env as every contender does;
+    and evaluates on gymnasium's env as every contender does; ``@depth=7`` gives the actor and the critic 7 hidden
+    layers of the entry's width (its other policy keywords kept), one name for every env of a campaign;
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);
@@ -62,7 +63,9 @@ seeds for every contender, in one run.
   tables) and ``plot.png`` (eval curves, mean and min-max band over seeds, two panels a row), from the finished runs
   among those asked for. ``benchmarks/render_docs.py`` renders the pages' tables from the ``report.json`` files;
   ``--kind`` declares the claim of the pages the campaign answers (``harness.reports.KINDS``), which is how they find
-  it. ``--question`` and ``--kind`` are kept from the campaign's last report.
+  it. ``--question`` and ``--kind`` are kept from the campaign's last report. Where the runs recorded the ratio's
+  statistics over training (``harness.train_logs``), ``report.json`` holds their summary (``train_logs``) and
+  ``train_logs.png`` their plot.
 - **Workers**: ``--workers N`` runs N trainings at once in a process pool, one torch thread each.
 
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
@@ -75,11 +78,13 @@ usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch as th
+from harness import train_logs
 from harness.contenders import expand_contenders, for_env
-from harness.layout import RESULTS
+from harness.layout import RESULTS, campaign_dir
 from harness.reports import (
     add_report_arguments,
     markdown,
@@ -147,8 +152,9 @@ def main(argv: list[str] | None = None) -> None:
             args.final_episodes,
             args.clip_range_vf,
         )
+        # seed-major: an interrupted campaign has every env and contender at the same seeds
+        for seed in args.seeds
         for env_id in args.envs
-        for seed in args.seeds  # seed-major: an interrupted campaign has every contender at the same seeds
         for c in contenders
     ]
     if not args.report_only:
@@ -164,23 +170,31 @@ def main(argv: list[str] | None = None) -> None:
     runs = status["current"] + (status["unverified"] if args.unverified == "include" else [])
     provenance = provenance_note(status, args.unverified == "include")
     print(provenance)
+    words = report_words(args, args.out_dir, name)
     if not runs:
         print("no finished runs to report")
-        return
+        if "kind" not in words:
+            return  # a campaign a page quotes reports even before its first run is done: "0 of N runs"
     summary = summarize(runs, contenders, args.bootstrap_reps)
     # the command that reproduces the outputs: --report-only writes the same ones from the cache
     command = reproducing_command("benchmarks/learning.py", sys.argv[1:] if argv is None else argv)
-    words = report_words(args, args.out_dir, name)
     table = markdown(summary, name, command, provenance, words["question"])
+    # the ratio's statistics over training, where the runs recorded them (runs since issue 56)
+    ratio = train_logs.summarize(runs, contenders)
     report = dict(
         **words,
         command=command,
         args=vars(args),
         summary=summary,
+        **({"train_logs": ratio} if ratio else {}),
         runs=runs,
         provenance=provenance_record(status, provenance),
     )
-    write_report(args.out_dir, name, report, table, lambda path: plot(runs, summary, contenders, path))
+    write_report(args.out_dir, name, report, table, lambda path: plot(runs, summary, contenders, path) if runs else None)
+    if ratio:
+        path = os.path.join(campaign_dir(args.out_dir, name), train_logs.PLOT)
+        train_logs.plot(ratio, path, f"{name}: the probability ratio over training (mean over seeds)")
+        print(f"wrote {path}")
     print(table)
 
 

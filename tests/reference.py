@@ -235,3 +235,17 @@ def approx_kl_loop(log_ratios, valid):
         terms = [(math.exp(x) - 1) - x for x, m in zip(xs, ms) if m]
         means.append(sum(terms) / max(len(terms), 1))
     return sum(means) / len(means)
+
+
+def ratio_statistics_loop(ratios, valid, clip_low, clip_high):
+    """
+    Per minibatch (lists of floats and 0/1 flags), over its valid samples: ``mean |r - 1|`` and the share with
+    ``1 - r > clip_low`` or ``r - 1 > clip_high``; returns the means of both over the minibatches.
+    """
+    deviations, fractions = [], []
+    for rs, ms in zip(ratios, valid):
+        kept = [r for r, m in zip(rs, ms) if m]
+        n = max(len(kept), 1)
+        deviations.append(sum(abs(r - 1) for r in kept) / n)
+        fractions.append(sum(1 for r in kept if 1 - r > clip_low or r - 1 > clip_high) / n)
+    return sum(deviations) / len(deviations), sum(fractions) / len(fractions)

@@ -39,6 +39,9 @@ VEC_ENV_OVERRIDE = "vec_env"
 #: the override that trains on that many ranks (``@ranks=2``, ``distributed=True``), each with the zoo entry's
 #: ``n_envs`` and ``batch_size`` divided by it: the global rollout and minibatch the entry's (docs/guide/distributed.md)
 RANKS_OVERRIDE = "ranks"
+#: the override that gives the actor and the critic that many hidden layers of the zoo entry's width (``@depth=7``,
+#: the SPO paper's depth: Hopper's entry then has 7 layers of 256 units a side); the entry's other policy keywords kept
+DEPTH_OVERRIDE = "depth"
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,29 @@ def parse_contender(name: str) -> Contender:
             raise ValueError(f"bad override {override!r} in {name!r}: {value!r} is not a python literal") from error
         if key == RANKS_OVERRIDE and (not isinstance(contender.kwargs[key], int) or contender.kwargs[key] < 1):
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is a number of processes >= 1")
+        if key == DEPTH_OVERRIDE and (not isinstance(contender.kwargs[key], int) or contender.kwargs[key] < 1):
+            raise ValueError(f"bad override {override!r} in {name!r}: {key} is a number of hidden layers >= 1")
         if key == VEC_ENV_OVERRIDE and contender.kwargs[key] not in VEC_ENV_CHOICES:
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is one of {VEC_ENV_CHOICES}")
         if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):
             raise ValueError(f"bad override {override!r} in {name!r}: a string {key} is an rl-zoo3 schedule, 'lin_<number>'")
     return replace(contender, name=name)
+
+
+def deepened(net_arch: list[int] | dict[str, list[int]] | None, depth: int) -> dict[str, list[int]]:
+    """
+    ``net_arch`` (a zoo entry's, SB3's meaning; None: SB3's default MLP, 64 units a layer) with ``depth`` hidden
+    layers of its width for the actor (``pi``) and the critic (``vf``).
+
+    :param net_arch: the entry's ``net_arch``
+    :param depth: the number of hidden layers
+    :return: ``dict(pi=[width] * depth, vf=[width] * depth)``
+    """
+    arch = dict(pi=[64, 64], vf=[64, 64]) if net_arch is None else net_arch
+    parts = dict(arch) if isinstance(arch, dict) else dict(pi=list(arch), vf=list(arch))
+    if set(parts) != {"pi", "vf"} or any(len(set(layers)) != 1 for layers in parts.values()):
+        raise ValueError(f"@{DEPTH_OVERRIDE} needs a net_arch of one width for pi and one for vf, got {net_arch!r}")
+    return {side: [layers[0]] * depth for side, layers in parts.items()}
 
 
 def _is_zoo_schedule(value: str) -> bool:

@@ -29,6 +29,8 @@ KINDS = (
     "must-win",
     "sequence-batching",
     "distributed",
+    "spo-depth",
+    "spo-depth-short",
 )
 
 

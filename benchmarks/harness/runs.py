@@ -37,9 +37,19 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from harness.contenders import POLICY_OPTIONS, RANKS_OVERRIDE, SCHEDULE_KEYS, VEC_ENV_OVERRIDE, ZOO_ENV_KEYS, Contender
+from harness.contenders import (
+    DEPTH_OVERRIDE,
+    POLICY_OPTIONS,
+    RANKS_OVERRIDE,
+    SCHEDULE_KEYS,
+    VEC_ENV_OVERRIDE,
+    ZOO_ENV_KEYS,
+    Contender,
+    deepened,
+)
 from harness.layout import run_cache
 from harness.provenance import behaviour_fingerprint, code_record
+from harness.train_logs import TrainLogs
 from harness.zoo import zoo_entry_of, zoo_setup
 from sb3_xppo import XPPO, RecurrentXPPO
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
@@ -163,6 +173,7 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     entry_overrides = {key: copy.deepcopy(kwargs.pop(key)) for key in to_entry}
     vec_env = kwargs.pop(VEC_ENV_OVERRIDE, None)
     ranks = kwargs.pop(RANKS_OVERRIDE, 1)
+    depth = kwargs.pop(DEPTH_OVERRIDE, None)
     if ranks > 1:  # one rank's part: the entry's envs and minibatch divided; data-parallel where launched
         entry = zoo_entry_of(task.contender.config, task.env_id)
         entry_overrides["n_envs"] = entry_overrides.get("n_envs", entry.get("n_envs", 1)) // ranks
@@ -182,6 +193,9 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     policy_options = {key: kwargs.pop(key) for key in list(kwargs) if key in POLICY_OPTIONS}
     if policy_options:
         hyperparams["policy_kwargs"] = {**hyperparams.get("policy_kwargs", {}), **policy_options}
+    if depth is not None:  # the entry's networks, deeper
+        policy_kwargs = hyperparams.get("policy_kwargs", {})
+        hyperparams["policy_kwargs"] = {**policy_kwargs, "net_arch": deepened(policy_kwargs.get("net_arch"), depth)}
     hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
     model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
     return model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry
@@ -270,11 +284,12 @@ def train_and_evaluate(task: Task) -> dict[str, Any]:
             verbose=0,
             warn=False,
         )
-        train_timer = TrainTimer()
+        train_timer, train_logs = TrainTimer(), TrainLogs()
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            model.learn(task.budget, callback=[*zoo_callbacks, *([eval_callback] if main else []), train_timer])
+            callbacks = [*zoo_callbacks, *([eval_callback] if main else []), train_timer, train_logs]
+            model.learn(task.budget, callback=callbacks)
         learn_s = time.perf_counter() - start
         sync_envs_normalization(model.get_env(), eval_env)
         final_returns = [float("nan")]  # (a rank other than 0: no record)
@@ -308,6 +323,7 @@ def train_and_evaluate(task: Task) -> dict[str, Any]:
         threshold=threshold,
         steps_to_threshold=reached[0] if reached else None,
         curve_mean=float(np.mean(means)) if means else None,
+        train_logs=train_logs.record(task.budget),
         learn_seconds=learn_s,
         train_seconds=train_timer.seconds,
         total_seconds=total_s,

@@ -24,6 +24,7 @@ PPO_LSTM_CONFIG = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams",
 ENV_CONFIGS = {
     "Hopper-v5": MUJOCO_V5_CONFIG,
     "HalfCheetah-v5": MUJOCO_V5_CONFIG,
+    "Walker2d-v5": MUJOCO_V5_CONFIG,
     "CartPoleNoVel-v1": PPO_LSTM_CONFIG,
     "PendulumNoVel-v1": PPO_LSTM_CONFIG,
 }

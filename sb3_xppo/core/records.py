@@ -115,7 +115,8 @@ def minibatch_ratio_statistics(
     :param log_ratio_clamp: the ``(low, high)`` clamp the loss applies to the log-ratio, or None
     :param valid: each minibatch's valid samples (None: all), the only ones the statistics cover
     :return: ``(M,)`` arrays: ``approx_kl`` (``mean(r - 1 - log r)``), ``clip_fraction_low`` / ``clip_fraction_high``
-        (share of ratios below / above the clip range), ``clip_fraction`` (their sum), ``dual_clip_fraction`` (share
+        (share of ratios below / above the clip range: ``1 - r > clip_low``, ``r - 1 > clip_high``), ``clip_fraction``
+        (share of either: SB3's ``mean(|r - 1| > clip_range)`` with one range), ``dual_clip_fraction`` (share
         of *all* the minibatch's samples where the dual bound ``c * A`` is the active term of the clip loss: ``A < 0``
         and ``r > c``) and ``ratio_deviation`` (``mean |r - 1|``)
     """
@@ -128,15 +129,17 @@ def minibatch_ratio_statistics(
             # Ye et al. 2020: the bound c * A is active where A < 0 and r > c, r as the loss sees it (clamped)
             loss_ratio = ratio if log_ratio_clamp is None else th.exp(log_ratio.clamp(*log_ratio_clamp))
             dual_clipped = (th.cat(advantages) < 0) & (loss_ratio > dual_clip)
+        # The same statistics for every actor loss (SPO and HPO do not clip, but have the same trust region), from
+        # r - 1 as SB3's PPO compares it: with one range, clip_fraction is SB3's mean(|r - 1| > clip_range)
         deviation = ratio - 1
+        low, high = -deviation > clip_low, deviation > clip_high
         columns = {
             "approx_kl": deviation - log_ratio,
-            "clip_fraction_low": (ratio < 1 - clip_low).to(ratio.dtype),
-            "clip_fraction_high": (ratio > 1 + clip_high).to(ratio.dtype),
+            "clip_fraction_low": low.to(ratio.dtype),
+            "clip_fraction_high": high.to(ratio.dtype),
+            "clip_fraction": (low | high).to(ratio.dtype),
             "dual_clip_fraction": dual_clipped.to(ratio.dtype),
             "ratio_deviation": deviation.abs(),
         }
         table = th.stack(list(columns.values()))
-    stats = dict(zip(columns, minibatch_means(table, [len(x) for x in log_ratios], valid), strict=True))
-    stats["clip_fraction"] = stats["clip_fraction_low"] + stats["clip_fraction_high"]
-    return stats
+    return dict(zip(columns, minibatch_means(table, [len(x) for x in log_ratios], valid), strict=True))

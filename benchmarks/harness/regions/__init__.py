@@ -12,6 +12,7 @@ The regions of the pages that ``benchmarks/render_docs.py`` renders, a module pe
 - :mod:`~harness.regions.install`: ``benchmarks/install_size.py`` and the main job's time (``train_default.py``);
 - :mod:`~harness.regions.distributed`: ``benchmarks/distributed.py``;
 - :mod:`~harness.regions.safe_load`: ``benchmarks/safe_load.py``;
+- :mod:`~harness.regions.spo_depth`: the SPO depth campaigns of ``benchmarks/learning.py`` (issue 56);
 - :mod:`~harness.regions.summary`: the README's first screen, the headline and the decision table, from all of them.
 
 :mod:`~harness.regions.results` reads the result files, :mod:`~harness.regions.figures` writes numbers in words.
@@ -31,6 +32,7 @@ from harness.regions import (
     overhead,
     safe_load,
     speed,
+    spo_depth,
     summary,
     train_default,
     vec_env,
@@ -49,4 +51,5 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     **multi_critic.REGIONS,
     **distributed.REGIONS,
     **safe_load.REGIONS,
+    **spo_depth.REGIONS,
 }

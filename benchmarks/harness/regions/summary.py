@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.regions import spo_depth
 from harness.regions.dagger import dagger_claim, distill_results
 from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, tally, verdict
 from harness.regions.learning import PRESET, comparisons, recommended_claim, zoo_claim
@@ -96,6 +97,10 @@ def render_decision(page: Path) -> str:
                 styles_claim(),
                 "does-multi-critic-help",
             ),
+            # SPO's row: its evidence is xppo.md's section on the ratio statistics
+            f'| `XPPO("MlpPolicy", env, actor_loss="spo")` | deep networks (the SPO paper: 7 hidden layers), where PPO\'s '
+            f"clip no longer bounds the ratio | {spo_depth.spo_claim() or spo_depth.pending_claim()} "
+            f"([evidence]({link(page, ROOT / spo_depth.PAGE, spo_depth.ANCHOR)})) |",
         ]
     )
 
