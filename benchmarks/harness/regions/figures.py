@@ -67,6 +67,11 @@ def dash(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def cell(text: str) -> str:
+    """Free text (a campaign's question) as one markdown table cell: its pipes escaped, so that ``|r - 1|`` stays text."""
+    return text.replace("|", "\\|")
+
+
 def table_with_pending(lines: list[str], pending: list[str], empty: str, lead: str = "Not finished") -> str:
     """A comparison table (``lines``, its header first) or ``empty`` when it has no row, then what is still running."""
     text = "\n".join(lines) if len(lines) > 2 else empty

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness import layout
 from harness.regions import results
-from harness.regions.figures import budget, interval, said, seeds, steps, table_with_pending, tally, verdict
+from harness.regions.figures import budget, cell, interval, said, seeds, steps, table_with_pending, tally, verdict
 from harness.regions.results import campaign_reports, campaign_with, campaigns_of, report, the_campaign
 
 #: The baseline of every learning campaign: SB3 PPO with the zoo's entry
@@ -142,7 +142,7 @@ def render_campaigns(page: Path) -> str:
     for campaign, data in campaign_reports().items():
         provenance = data.get("provenance", {})
         counts = " / ".join(str(len(provenance.get(k, []))) for k in ("current", "unverified", "stale"))
-        lines.append(f"| `{campaign}` | {data.get('question') or '-'} | {counts} |")
+        lines.append(f"| `{campaign}` | {cell(data.get('question') or '-')} | {counts} |")
     return "\n".join(lines)
 
 
