@@ -18,6 +18,8 @@ from sb3_xppo.vec_env.replay import ActionRecorder
 
 #: SB3 ``Monitor``'s counters a checkpoint keeps (its own attributes, as ``vec_env/lean.py`` declares them)
 MONITOR_COUNTERS = ("needs_reset", "rewards", "t_start", "episode_returns", "episode_lengths", "episode_times", "total_steps")
+#: SB3 ``VecEnv``'s own state: the seeds and options its next ``reset()`` passes on (``seed()``, ``set_options()``)
+VEC_ENV_STATE = ("_seeds", "_options")
 #: the VecEnv wrappers between the model and its envs that a replay restores: VecNormalize (its state saved), the
 #: stateless VecTransposeImage
 REPLAYABLE_WRAPPERS = (VecNormalize, VecTransposeImage)
@@ -108,6 +110,7 @@ def envs_state(venv: VecEnv) -> dict[str, Any]:
     state: dict[str, Any] = {"n_envs": n_envs, "vec_env": type(venv.unwrapped).__name__, "not_replayable": reason}
     spec = venv.get_attr("spec", indices=[0])[0]
     state["env_id"] = spec.id if spec is not None else None
+    state["pending"] = {name: getattr(venv.unwrapped, name) for name in VEC_ENV_STATE}
     if reason is None:
         state["snapshots"] = [venv.env_method("replay_snapshot", indices=[i])[0] for i in range(n_envs)]
         state["monitors"] = [
@@ -148,6 +151,8 @@ def replay_envs(venv: VecEnv, state: dict[str, Any]) -> None:
     reason = state["not_replayable"] or not_replayable(venv)
     if reason is not None:
         raise ValueError(f"the envs cannot be rebuilt exactly: {reason}. Resume with exact=False to reset them afresh")
+    for name, value in state["pending"].items():
+        setattr(venv.unwrapped, name, list(value))
     for index, (snapshot, monitor) in enumerate(zip(state["snapshots"], state["monitors"], strict=True)):
         rewards = list(monitor["rewards"]) if monitor is not None else None
         venv.env_method("replay", snapshot, rewards, index, indices=[index])

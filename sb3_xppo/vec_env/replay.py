@@ -82,14 +82,14 @@ class ActionRecorder(gym.Wrapper):
         self.recorded_actions.append(np.array(action, copy=True))
         self.last_observation = observation
 
-    def replay_snapshot(self) -> dict[str, Any]:
+    def replay_snapshot(self) -> dict[str, Any] | None:
         """
         :return: the record of the episode under way: ``reset`` (seed, options, ``rng_state``), ``actions`` (stacked,
-            ``(steps, *action_shape)``), ``reset_observation`` and ``last_observation``
-        :raises ValueError: before the env's first reset
+            ``(steps, *action_shape)``), ``reset_observation`` and ``last_observation``; None before the first reset
+            (an env built afresh is in that state)
         """
         if self.reset_record is None:
-            raise ValueError("the env has not been reset yet: nothing to replay")
+            return None
         space = self.env.action_space
         actions = (
             np.stack(self.recorded_actions)
@@ -103,18 +103,20 @@ class ActionRecorder(gym.Wrapper):
             "last_observation": copied(self.last_observation),
         }
 
-    def replay(self, snapshot: dict[str, Any], rewards: list[float] | None = None, env_index: int = 0) -> None:
+    def replay(self, snapshot: dict[str, Any] | None, rewards: list[float] | None = None, env_index: int = 0) -> None:
         """
         Put the env beneath back where ``snapshot`` was taken: reset it as it was reset (its ``np_random`` set to the
         recorded state first), then step the recorded actions. Checked bit for bit: the reset's observation, each
         step's reward (against ``rewards``, the Monitor's rewards of the episode, where given) and the last
         observation.
 
-        :param snapshot: what :meth:`replay_snapshot` returned
+        :param snapshot: what :meth:`replay_snapshot` returned (None: nothing to do)
         :param rewards: the rewards of the episode under way, step by step (SB3's ``Monitor.rewards``), or None
         :param env_index: the env's index in its VecEnv, for the error
         :raises ReplayMismatchError: naming the env and the step where the replay first differs
         """
+        if snapshot is None:
+            return
         record, actions = snapshot["reset"], snapshot["actions"]
         if record["rng_state"] is not None:
             self.env.unwrapped.np_random.bit_generator.state = record["rng_state"]
