@@ -17,6 +17,7 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
 
+import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
 from sb3_xppo import XPPO, MaskableXPPO, ResumableCheckpoint
 from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError, checkpoints, read_checkpoint
 from sb3_xppo.resume.codec import decode, encode
@@ -234,3 +235,28 @@ def test_a_dummy_vec_env_of_recorded_envs_replays(tmp_path):
     XPPO("MlpPolicy", own_env(), **SMALL).learn(128, callback=ResumableCheckpoint(tmp_path, every_rollouts=2, keep=9))
     resumed = XPPO.resume(checkpoints(tmp_path)[0], env=own_env())
     assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b")), reference)
+
+
+@pytest.mark.parametrize(
+    "algorithm, env_id, policy",
+    [
+        ("RecurrentXPPO", "CartPole-v1", "MlpLstmPolicy"),
+        ("MaskableXPPO", "sb3_xppo/GridMaze-v0", "MlpPolicy"),
+        ("MaskableRecurrentXPPO", "sb3_xppo/MemoryMaze-v0", "MlpLstmPolicy"),
+    ],
+)
+def test_the_contrib_variants_resume_bit_for_bit(algorithm, env_id, policy, tmp_path):
+    import sb3_xppo
+
+    cls = getattr(sb3_xppo, algorithm)
+    keywords = {**SMALL, "policy_kwargs": dict(net_arch=[8], **({"lstm_hidden_size": 8} if "Lstm" in policy else {}))}
+    reference = cls(policy, make_vec_env(env_id, 2, seed=0), **keywords).learn(128)
+    cls(policy, make_vec_env(env_id, 2, seed=0), **keywords).learn(128, callback=ResumableCheckpoint(tmp_path, 1, keep=9))
+    resumed = cls.resume(checkpoints(tmp_path)[1], env=make_vec_env(env_id, 2, seed=0))
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+
+
+def test_use_sde_is_refused(tmp_path):
+    model = XPPO("MlpPolicy", make_vec_env("Pendulum-v1", 2, seed=0), use_sde=True, **SMALL)
+    with pytest.raises(ValueError, match="use_sde draws its noise before the rollout boundary"):
+        model.learn(64, callback=ResumableCheckpoint(tmp_path))

@@ -50,6 +50,9 @@ class ResumableCheckpoint(BaseCallback):
     def _on_training_start(self) -> None:
         if getattr(self.model, "use_sde", False):
             raise ValueError("ResumableCheckpoint: use_sde draws its noise before the rollout boundary; not supported yet")
+        data_parallel = getattr(self.model, "_data_parallel", None)
+        if data_parallel is not None and data_parallel.n_processes > 1:
+            raise ValueError("ResumableCheckpoint: a data-parallel run (distributed=True) cannot be checkpointed yet")
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
 

@@ -14,11 +14,16 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize, VecTransposeImage
 
+from sb3_xppo.vec_env.lean import MONITOR_STATE
 from sb3_xppo.vec_env.replay import ActionRecorder
 
-#: SB3 ``Monitor``'s counters a checkpoint keeps (its own attributes, as ``vec_env/lean.py`` declares them)
-MONITOR_COUNTERS = ("needs_reset", "rewards", "t_start", "episode_returns", "episode_lengths", "episode_times", "total_steps")
-#: SB3 ``VecEnv``'s own state: the seeds and options its next ``reset()`` passes on (``seed()``, ``set_options()``)
+#: SB3 ``Monitor``'s counters a checkpoint keeps: its state as ``vec_env/lean.py`` declares it, but for its settings,
+#: CSV writer and reset keywords (``tests/test_private_attributes.py`` checks them against SB3)
+MONITOR_COUNTERS = tuple(
+    name for name in MONITOR_STATE if name not in ("info_keywords", "results_writer", "current_reset_info")
+)
+#: SB3 ``VecEnv``'s own state: the seeds and options its next ``reset()`` passes on (``seed()``, ``set_options()``;
+#: ``tests/test_private_attributes.py`` checks them against SB3)
 VEC_ENV_STATE = ("_seeds", "_options")
 #: the VecEnv wrappers between the model and its envs that a replay restores: VecNormalize (its state saved), the
 #: stateless VecTransposeImage
