@@ -73,7 +73,7 @@ def callbacks_state(root: BaseCallback | None) -> list[dict[str, Any]]:
     return [
         {
             "type": type(callback).__qualname__,
-            "state": eval_callback_state(callback) if isinstance(callback, EvalCallback) else callback.resumable_state(),  # type: ignore[operator]
+            "state": eval_callback_state(callback) if isinstance(callback, EvalCallback) else callback.resumable_state(),  # type: ignore[attr-defined]
         }
         for callback in flattened(root)
         if resumable(callback)

@@ -42,7 +42,7 @@ def encode(state: Any) -> tuple[bytes, bytes]:
 
     tree = walk(state, "state")
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
     return json.dumps(tree).encode(), buffer.getvalue()
 
 

@@ -104,7 +104,7 @@ def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
         model._last_original_obs = _numpy(state["last_original_obs"])
     if state["lstm_states"] is not None:
         h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in state["lstm_states"])
-        model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))
+        model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]
     window = model._stats_window_size
     model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=window)
     model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=window)
