@@ -1,7 +1,7 @@
 """
 What resumable checkpoints cost (docs/guide/resume.md): ``learn()`` time with a checkpoint every 10 rollouts against
 none, and the time ``XPPO.resume`` takes, the envs' replay included, on LunarLander-v3's zoo entry (rl-zoo3's tuned
-PPO hyperparameters: 16 envs x 256 steps, reward normalization).
+PPO hyperparameters: 16 envs x 1024 steps, reward normalization).
 
 The envs are the package's (``sb3_xppo.vec_env.make_vec_env``, lean, with the entry's ``VecNormalize``), so that they
 replay. Each repetition runs ``learn()`` for ``--rollouts`` rollouts (plus one, so that the checkpoint after the last
@@ -35,16 +35,16 @@ from sb3_xppo.vec_env import make_vec_env
 ENV_ID = "LunarLander-v3"
 
 
-def entry(folder: str) -> dict[str, Any]:
-    """The zoo entry's model keywords (rl-zoo3's ``ppo.yml``, turned into objects by rl-zoo3)."""
-    hyperparams, env, eval_env, _, _ = zoo_setup(ENV_ID, seed=0, budget=1, log_folder=folder)
+def entry(folder: str) -> tuple[dict[str, Any], int]:
+    """:return: the zoo entry's model keywords (rl-zoo3's ``ppo.yml``, turned into objects by rl-zoo3) and its n_envs"""
+    hyperparams, env, eval_env, _, raw = zoo_setup(ENV_ID, seed=0, budget=1, log_folder=folder)
     env.close()
     eval_env.close()
-    return hyperparams
+    return hyperparams, int(raw["n_envs"])
 
 
 def build(n_envs: int, gamma: float) -> VecNormalize:
-    """The entry's envs, the package's (they replay): 16 lean envs, reward normalization."""
+    """The entry's envs, the package's (they replay): lean envs, reward normalization."""
     return VecNormalize(make_vec_env(ENV_ID, n_envs, seed=0), norm_obs=False, norm_reward=True, gamma=gamma)
 
 
@@ -66,8 +66,7 @@ def main() -> None:
     th.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as scratch:
-        hyperparams = entry(scratch)
-        n_envs = 16
+        hyperparams, n_envs = entry(scratch)
         steps = (args.rollouts + 1) * hyperparams["n_steps"] * n_envs
         times: dict[str, list[float]] = {"with": [], "without": []}
         for rep in range(args.reps):
