@@ -29,32 +29,32 @@ from sb3_xppo.vec_env import make_vec_env
 SMALL = dict(n_steps=16, batch_size=32, n_epochs=2, seed=3, device="cpu", policy_kwargs=dict(net_arch=[16]))
 #: config -> (algorithm, env builder, keywords, total_timesteps, with an EvalCallback)
 CONFIGS = {
-    "ppo": (XPPO, lambda: make_vec_env("CartPole-v1", 2, seed=0), SMALL, 320, False),
+    "ppo": (XPPO, lambda: make_vec_env("CartPole-v1", 2, seed=0), SMALL, 768, False),
     "multi_critic": (
         XPPO,
         lambda: make_vec_env("sb3_xppo/LunarLanderGroups-v3", 2, seed=0),
         {**SMALL, "reward_groups": list(LUNAR_LANDER_GROUP_NAMES), "normalize_values": True},
-        320,
+        768,
         False,
     ),
-    "vec_normalize": (XPPO, lambda: VecNormalize(make_vec_env("Pendulum-v1", 2, seed=0)), SMALL, 320, False),
+    "vec_normalize": (XPPO, lambda: VecNormalize(make_vec_env("Pendulum-v1", 2, seed=0)), SMALL, 768, False),
     "subproc": (
         XPPO,
         lambda: make_vec_env("CartPole-v1", 2, seed=0, backend="subproc", vec_env_kwargs=dict(start_method="fork")),
         SMALL,
-        320,
+        768,
         False,
     ),
     "recurrent": (
         RecurrentXPPO,
         lambda: make_vec_env("CartPole-v1", 2, seed=0),
         {**SMALL, "policy_kwargs": dict(net_arch=[16], lstm_hidden_size=8)},
-        320,
+        768,
         False,
     ),
-    "maskable": (MaskableXPPO, lambda: make_vec_env("sb3_xppo/GridMaze-v0", 2, seed=0), SMALL, 320, False),
-    "mujoco": (XPPO, lambda: VecNormalize(make_vec_env("Hopper-v5", 2, seed=0)), SMALL, 320, False),
-    "eval_callback": (XPPO, lambda: make_vec_env("CartPole-v1", 2, seed=0), SMALL, 320, True),
+    "maskable": (MaskableXPPO, lambda: make_vec_env("sb3_xppo/GridMaze-v0", 2, seed=0), SMALL, 768, False),
+    "mujoco": (XPPO, lambda: VecNormalize(make_vec_env("Hopper-v5", 2, seed=0)), SMALL, 768, False),
+    "eval_callback": (XPPO, lambda: make_vec_env("CartPole-v1", 2, seed=0), SMALL, 768, True),
 }
 
 
@@ -111,7 +111,7 @@ def main(
     evaluations = None
     if with_eval:
         eval_env = make_vec_env("CartPole-v1", 1, seed=100)
-        evaluations = EvalCallback(eval_env, eval_freq=32, n_eval_episodes=2, log_path=os.path.join(folder, "eval"))
+        evaluations = EvalCallback(eval_env, eval_freq=64, n_eval_episodes=2, log_path=os.path.join(folder, "eval"))
         callbacks.append(evaluations)
     callbacks.append(Progress(report))
     if pause:
