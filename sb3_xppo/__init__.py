@@ -33,6 +33,7 @@ from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, R
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
+from sb3_xppo.resume import ResumableCheckpoint
 from sb3_xppo.xppo import XPPO, LossHook, xppo_recommended
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as _file_handler:
@@ -52,6 +53,7 @@ __all__ = [
     "MultiCriticRolloutBuffer",
     "RecurrentXPPO",
     "RecurrentXPPOOptions",
+    "ResumableCheckpoint",
     "RewardGroups",
     "UnsafeFileError",
     "XPPOOptions",

@@ -25,6 +25,7 @@ LAYERS = {
     "envs": 1,
     "vec_env": 1,
     "multi_critic": 2,
+    "resume": 2,
     "core": 3,
     "xppo": 4,
     "ppo_mask": 4,

@@ -12,6 +12,7 @@ from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 from stable_baselines3.common.monitor import Monitor
 
 from sb3_xppo.core.fast_paths import ADAM_OPTIONS, ADAM_STATE_KEYS
+from sb3_xppo.resume.envs import VEC_ENV_STATE
 from sb3_xppo.vec_env.lean import (
     ENV_CHECKER_STATE,
     MONITOR_STATE,
@@ -140,3 +141,15 @@ def test_adam_options_are_known_to_flat_adam() -> None:
     group = th.optim.Adam([th.nn.Parameter(th.zeros(1))]).param_groups[0]
     unknown = sorted(set(group) - ADAM_OPTIONS)
     assert not unknown, f"torch's Adam has options FlatAdam does not know: {unknown} (it steps aside for them)"
+
+
+def test_the_vec_env_state_a_checkpoint_keeps_is_sb3s() -> None:
+    """``sb3_xppo/resume/envs.py``: the seeds and options a VecEnv's next ``reset()`` passes on, set by ``seed()``."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2)
+    venv.seed(7)
+    venv.set_options({"a": 1})
+    assert [getattr(venv, name) for name in VEC_ENV_STATE] == [[7, 8], [{"a": 1}, {"a": 1}]]
+    venv.reset()
+    assert [getattr(venv, name) for name in VEC_ENV_STATE] == [[None, None], [{}, {}]]

@@ -27,12 +27,13 @@ from sb3_xppo.core.loading import SafeLoadMixin
 from sb3_xppo.core.losses import MinibatchLosses, reduce_value_losses, valid_mean, zscore_group_terms
 from sb3_xppo.core.optimizer_step import OptimizerStep
 from sb3_xppo.core.records import MinibatchTerms, TrainRecord, minibatch_ratio_statistics
+from sb3_xppo.core.resuming import ResumeMixin
 from sb3_xppo.core.setup import AuxiliaryLossHook, LossHook, XPPOSetupMixin
 
 __all__ = ["AuxiliaryLossHook", "LossHook", "XPPOCoreMixin", "valid_mean"]
 
 
-class XPPOCoreMixin(SafeLoadMixin, XPPOSetupMixin):  # load(): safe by default (core/loading.py)
+class XPPOCoreMixin(ResumeMixin, SafeLoadMixin, XPPOSetupMixin):  # load(): safe (loading.py); resume() (resuming.py)
     """
     XPPO's training on top of an SB3 on-policy algorithm (PPO, or sb3-contrib's MaskablePPO and RecurrentPPO): put
     it first in the bases, ``class XPPO(XPPOCoreMixin, PPO)``. The constructor and the setup are

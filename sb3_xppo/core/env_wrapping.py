@@ -1,6 +1,7 @@
 """
 How an XPPO algorithm wraps the env it is given: SB3's ``BaseAlgorithm._wrap_env``, but an env that SB3 would put in
-a ``DummyVecEnv`` goes in a :class:`~sb3_xppo.vec_env.LeanVecEnv` (the same numbers, faster).
+a ``DummyVecEnv`` goes in a :class:`~sb3_xppo.vec_env.LeanVecEnv` (the same numbers, faster), with an
+:class:`~sb3_xppo.vec_env.replay.ActionRecorder` beneath the ``Monitor`` it adds (docs/guide/resume.md).
 """
 
 from typing import Any
@@ -12,6 +13,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.patch_gym import _patch_env
 
 from sb3_xppo.vec_env import LeanVecEnv
+from sb3_xppo.vec_env.replay import ActionRecorder
 
 
 class EnvWrappingMixin:
@@ -26,7 +28,8 @@ class EnvWrappingMixin:
             if monitor_wrapper and not is_wrapped(env, Monitor):
                 if verbose >= 1:
                     print("Wrapping the env with a `Monitor` wrapper")
-                env = Monitor(env)
+                # beneath the Monitor, the recorder that lets a resumed run rebuild the env by replay
+                env = Monitor(env if is_wrapped(env, ActionRecorder) else ActionRecorder(env))
             if verbose >= 1:
                 print("Wrapping the env in a LeanVecEnv.")
             env = LeanVecEnv([lambda: env])

@@ -21,10 +21,12 @@ from typing import Any, Protocol
 import gymnasium as gym
 from stable_baselines3.common import env_util
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env.patch_gym import _patch_env
 
 from sb3_xppo.vec_env.envpool import EnvPoolVecEnv, envpool_task_id
 from sb3_xppo.vec_env.lean import LeanVecEnv
 from sb3_xppo.vec_env.ray_vec_env import RayVecEnv
+from sb3_xppo.vec_env.replay import ActionRecorder
 
 #: backend name -> the VecEnv class SB3's ``make_vec_env`` builds with it
 VEC_ENV_CLASSES: dict[str, type[VecEnv]] = {"lean": LeanVecEnv, "dummy": DummyVecEnv, "subproc": SubprocVecEnv}
@@ -61,6 +63,19 @@ def with_render_mode(
     return env_id, {**kwargs, "env_kwargs": {**env_kwargs, "render_mode": render_mode}}
 
 
+def recorded_env(factory: Callable[..., Any], **env_kwargs: Any) -> gym.Env:
+    """
+    The env of an SB3 backend: ``factory(**env_kwargs)`` (patched to gymnasium's API as SB3 does) in an
+    :class:`~sb3_xppo.vec_env.replay.ActionRecorder`, which SB3's ``make_vec_env`` then puts in its ``Monitor``: the
+    env can be rebuilt by replay (docs/guide/resume.md).
+
+    :param factory: an env class or a function returning an env
+    :param env_kwargs: its keywords
+    :return: the env
+    """
+    return ActionRecorder(_patch_env(factory(**env_kwargs)))
+
+
 def _sb3_builder(
     vec_env_cls: type[VecEnv], env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, /, **kwargs: Any
 ) -> VecEnv:
@@ -68,6 +83,8 @@ def _sb3_builder(
         raise ValueError("make_vec_env chooses the VecEnv class by backend: pass backend=..., not vec_env_cls")
     render_mode = kwargs.pop("render_mode", None)
     env_id, kwargs = with_render_mode(env_id, render_mode, kwargs)
+    if vec_env_cls in VEC_ENV_CLASSES.values():  # (EnvPool reads what to run from the env itself)
+        env_id = functools.partial(recorded_env, env_id if callable(env_id) else functools.partial(gym.make, env_id))
     return env_util.make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=vec_env_cls, **kwargs)  # type: ignore[arg-type]
 
 

@@ -37,6 +37,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 from stable_baselines3.common.vec_env.util import dict_to_obs
 
+from sb3_xppo.vec_env.replay import ActionRecorder
+
 if TYPE_CHECKING:
     from gymnasium.wrappers import TimeLimit
 
@@ -130,7 +132,7 @@ class EnvStack:
     :param env: the env, as ``DummyVecEnv`` holds it
     """
 
-    __slots__ = ("checkers", "core", "enforcers", "env", "monitor", "ready", "time_limits", "top")
+    __slots__ = ("checkers", "core", "enforcers", "env", "monitor", "ready", "recorders", "time_limits", "top")
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
@@ -143,10 +145,14 @@ class EnvStack:
         self.time_limits: list[tuple[Any, bool]] = []
         self.enforcers: list[OrderEnforcing] = []
         self.checkers: list[PassiveEnvChecker] = []
+        #: the replay recorders beneath (sb3_xppo.vec_env.replay), skipped like the others: each records the step
+        self.recorders: list[ActionRecorder] = []
         core = self.top
         while isinstance(core, gym.Wrapper):
             step = type(core).step
-            if step in time_limit_steps:
+            if step is ActionRecorder.step:
+                self.recorders.append(core)  # type: ignore[arg-type]
+            elif step in time_limit_steps:
                 self.time_limits.insert(0, (core, time_limit_steps[step]))
             elif step not in PASS_THROUGH_STEPS:
                 break
@@ -175,6 +181,8 @@ class EnvStack:
             raise RuntimeError("Tried to step environment that needs reset")
         if self.ready or self._skippable():
             observation, reward, terminated, truncated, info = self.core.step(action)
+            for recorder in self.recorders:
+                recorder.record_step(action, observation)
             for time_limit, zoo in self.time_limits:
                 time_limit._elapsed_steps += 1
                 if time_limit._elapsed_steps >= time_limit._max_episode_steps:

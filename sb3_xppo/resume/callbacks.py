@@ -1,0 +1,100 @@
+"""
+The state of the callbacks that ask to be resumed. A callback opts in with two methods, ``resumable_state() -> dict``
+(JSON-like: dicts, lists, numbers, strings, numpy arrays) and ``restore_state(state)``; SB3's ``EvalCallback`` is
+resumed without them (:func:`eval_callback_state`). When a resumed model's ``learn()`` starts, the states are put
+into the callbacks it was given, matched in order and by type: the run's callbacks, built afresh the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, EvalCallback, EventCallback
+from stable_baselines3.common.vec_env import unwrap_vec_normalize
+
+from sb3_xppo.resume.envs import envs_state, not_replayable, replay_envs, restore_vec_normalize, vec_normalize_state
+
+#: EvalCallback's counters and history, as SB3 keeps them
+EVAL_FIELDS = (
+    "n_calls",
+    "num_timesteps",
+    "best_mean_reward",
+    "last_mean_reward",
+    "evaluations_results",
+    "evaluations_timesteps",
+    "evaluations_length",
+    "evaluations_successes",
+    "_is_success_buffer",
+)
+
+
+def flattened(callback: BaseCallback | None) -> Iterator[BaseCallback]:
+    """:return: every callback under ``callback``, in the order SB3 calls them (a list's members, an event's child)"""
+    if callback is None:
+        return
+    if isinstance(callback, CallbackList):
+        for member in callback.callbacks:
+            yield from flattened(member)
+        return
+    yield callback
+    if isinstance(callback, EventCallback):
+        yield from flattened(callback.callback)
+
+
+def resumable(callback: BaseCallback) -> bool:
+    """:return: whether a checkpoint keeps ``callback``'s state"""
+    return isinstance(callback, EvalCallback) or (hasattr(callback, "resumable_state") and hasattr(callback, "restore_state"))
+
+
+def eval_callback_state(callback: EvalCallback) -> dict[str, Any]:
+    """:return: an EvalCallback's counters, evaluation history, best and last mean reward, and its eval env"""
+    state: dict[str, Any] = {name: getattr(callback, name) for name in EVAL_FIELDS}
+    env = callback.eval_env
+    state["eval_env"] = envs_state(env) if not_replayable(env) is None else None
+    state["eval_vec_normalize"] = vec_normalize_state(unwrap_vec_normalize(env))
+    return state
+
+
+def restore_eval_callback(callback: EvalCallback, state: dict[str, Any], exact: bool) -> None:
+    """Put an EvalCallback's state back; its eval env rebuilt by replay (``exact``) or left fresh."""
+    for name in EVAL_FIELDS:
+        value = state[name]
+        setattr(callback, name, list(value) if isinstance(value, list) else value)
+    if exact and state["eval_env"] is not None:
+        replay_envs(callback.eval_env, state["eval_env"])
+    vec_normalize = unwrap_vec_normalize(callback.eval_env)
+    if vec_normalize is not None and state["eval_vec_normalize"] is not None:
+        restore_vec_normalize(vec_normalize, state["eval_vec_normalize"], exact)
+
+
+def callbacks_state(root: BaseCallback | None) -> list[dict[str, Any]]:
+    """:return: the type and state of each resumable callback under ``root``, in order"""
+    return [
+        {
+            "type": type(callback).__qualname__,
+            "state": eval_callback_state(callback) if isinstance(callback, EvalCallback) else callback.resumable_state(),  # type: ignore[attr-defined]
+        }
+        for callback in flattened(root)
+        if resumable(callback)
+    ]
+
+
+def restore_callbacks(root: BaseCallback | None, saved: list[dict[str, Any]], exact: bool) -> None:
+    """
+    Put the saved states into the resumable callbacks under ``root`` (the callbacks given to the resumed ``learn()``).
+
+    :raises ValueError: where they are not the checkpoint's, in order and type (both lists named)
+    """
+    callbacks = [callback for callback in flattened(root) if resumable(callback)]
+    given, expected = [type(c).__qualname__ for c in callbacks], [entry["type"] for entry in saved]
+    if given != expected:
+        raise ValueError(
+            f"learn() of a resumed model must be given the run's callbacks: the checkpoint has the resumable callbacks "
+            f"{expected}, learn() was given {given}"
+        )
+    for callback, entry in zip(callbacks, saved, strict=True):
+        if isinstance(callback, EvalCallback):
+            restore_eval_callback(callback, entry["state"], exact)
+        else:
+            callback.restore_state(entry["state"])  # type: ignore[attr-defined]

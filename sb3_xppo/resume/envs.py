@@ -1,0 +1,165 @@
+"""
+The training envs' state in a checkpoint, and their rebuilding by replay: for each env its
+:class:`~sb3_xppo.vec_env.replay.ActionRecorder`'s record and SB3's ``Monitor`` counters, through the VecEnv's
+``env_method`` / ``get_attr`` (so ``DummyVecEnv``, ``LeanVecEnv`` and ``SubprocVecEnv`` alike); ``VecNormalize``'s
+statistics and per-env return accumulators.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize, VecTransposeImage
+
+from sb3_xppo.vec_env.lean import MONITOR_STATE
+from sb3_xppo.vec_env.replay import ActionRecorder
+
+#: SB3 ``Monitor``'s counters a checkpoint keeps: its state as ``vec_env/lean.py`` declares it, but for its settings,
+#: CSV writer and reset keywords (``tests/test_private_attributes.py`` checks them against SB3)
+MONITOR_COUNTERS = tuple(
+    name for name in MONITOR_STATE if name not in ("info_keywords", "results_writer", "current_reset_info")
+)
+#: SB3 ``VecEnv``'s own state: the seeds and options its next ``reset()`` passes on (``seed()``, ``set_options()``;
+#: ``tests/test_private_attributes.py`` checks them against SB3)
+VEC_ENV_STATE = ("_seeds", "_options")
+#: the VecEnv wrappers between the model and its envs that a replay restores: VecNormalize (its state saved), the
+#: stateless VecTransposeImage
+REPLAYABLE_WRAPPERS = (VecNormalize, VecTransposeImage)
+#: VecNormalize's settings, to rebuild it where ``resume`` is given no env
+VEC_NORMALIZE_SETTINGS = (
+    "training",
+    "norm_obs",
+    "norm_reward",
+    "clip_obs",
+    "clip_reward",
+    "gamma",
+    "epsilon",
+    "norm_obs_keys",
+)
+
+
+def not_replayable(venv: VecEnv) -> str | None:
+    """:return: why ``venv``'s envs cannot be rebuilt by replay, or None where they can"""
+    layer: Any = venv
+    while isinstance(layer, VecEnvWrapper):
+        if not isinstance(layer, REPLAYABLE_WRAPPERS):
+            return f"its VecEnv wrapper {type(layer).__name__} keeps a state a replay does not rebuild"
+        layer = layer.venv
+    missing = [index for index, wrapped in enumerate(venv.env_is_wrapped(ActionRecorder)) if not wrapped]
+    if missing:
+        return (
+            f"env {missing[0]} has no ActionRecorder to replay (build the envs with sb3_xppo.vec_env.make_vec_env, "
+            "give XPPO an env id, or wrap each env in sb3_xppo.vec_env.replay.ActionRecorder beneath its Monitor)"
+        )
+    return None
+
+
+def _rms_state(rms: RunningMeanStd | dict[str, RunningMeanStd]) -> Any:
+    if isinstance(rms, dict):
+        return {key: _rms_state(value) for key, value in rms.items()}
+    return {"mean": rms.mean, "var": rms.var, "count": rms.count}
+
+
+def _restore_rms(rms: RunningMeanStd | dict[str, RunningMeanStd], state: Any) -> None:
+    if isinstance(rms, dict):
+        for key, value in rms.items():
+            _restore_rms(value, state[key])
+        return
+    rms.mean, rms.var, rms.count = state["mean"].copy(), state["var"].copy(), state["count"]
+
+
+def vec_normalize_state(vec_normalize: VecNormalize | None) -> dict[str, Any] | None:
+    """:return: a VecNormalize's statistics, return accumulators, last raw observation and reward, and settings"""
+    if vec_normalize is None:
+        return None
+    return {
+        "obs_rms": _rms_state(vec_normalize.obs_rms) if vec_normalize.norm_obs else None,
+        "ret_rms": _rms_state(vec_normalize.ret_rms),
+        "returns": vec_normalize.returns,
+        "old_obs": vec_normalize.old_obs,
+        "old_reward": vec_normalize.old_reward,
+        "settings": {name: getattr(vec_normalize, name) for name in VEC_NORMALIZE_SETTINGS},
+    }
+
+
+def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, Any] | None, exact: bool) -> None:
+    """
+    Put a VecNormalize's state back (with ``exact=False``, its return accumulators start at zero, as after a reset).
+
+    :raises ValueError: where the checkpoint and the env disagree on having one
+    """
+    if (vec_normalize is None) != (state is None):
+        raise ValueError(
+            "the checkpoint was written with a VecNormalize and the env given has none, or the other way round: "
+            "give resume() the env the run was built with"
+        )
+    if vec_normalize is None or state is None:
+        return
+    if state["obs_rms"] is not None:
+        _restore_rms(vec_normalize.obs_rms, state["obs_rms"])
+    _restore_rms(vec_normalize.ret_rms, state["ret_rms"])
+    if exact:
+        vec_normalize.returns = state["returns"].copy()
+        vec_normalize.old_obs, vec_normalize.old_reward = state["old_obs"], state["old_reward"]
+    else:
+        vec_normalize.returns = np.zeros(vec_normalize.num_envs)
+
+
+def envs_state(venv: VecEnv) -> dict[str, Any]:
+    """:return: each env's replay record and Monitor counters, and what rebuilds the VecEnv where none is given"""
+    reason = not_replayable(venv)
+    n_envs = venv.num_envs
+    state: dict[str, Any] = {"n_envs": n_envs, "vec_env": type(venv.unwrapped).__name__, "not_replayable": reason}
+    spec = venv.get_attr("spec", indices=[0])[0]
+    state["env_id"] = spec.id if spec is not None else None
+    state["pending"] = {name: getattr(venv.unwrapped, name) for name in VEC_ENV_STATE}
+    if reason is None:
+        state["snapshots"] = [venv.env_method("replay_snapshot", indices=[i])[0] for i in range(n_envs)]
+        state["monitors"] = [
+            {name: venv.get_attr(name, indices=[i])[0] for name in MONITOR_COUNTERS} if wrapped else None
+            for i, wrapped in enumerate(venv.env_is_wrapped(Monitor))
+        ]
+    return state
+
+
+def _set_monitor(venv: VecEnv, index: int, counters: dict[str, Any]) -> None:
+    """Put an env's Monitor counters back: on the Monitor itself (``DummyVecEnv``: found in the stack; else outermost)."""
+    base = venv.unwrapped
+    if isinstance(base, DummyVecEnv):
+        env: Any = base.envs[index]
+        while not isinstance(env, Monitor):
+            env = env.env
+        for name, value in counters.items():
+            setattr(env, name, value)
+        return
+    if venv.env_method("class_name", indices=[index])[0] != Monitor.__name__:
+        raise ValueError(
+            f"env {index}: its Monitor is not its outermost wrapper, where {type(base).__name__} can reach its counters "
+            "(a wrapper_class above it); resume with exact=False"
+        )
+    for name, value in counters.items():
+        venv.set_attr(name, value, indices=[index])
+
+
+def replay_envs(venv: VecEnv, state: dict[str, Any]) -> None:
+    """
+    Rebuild each env by replay, checked bit for bit, and put its Monitor counters back.
+
+    :raises ValueError: the envs cannot be replayed (the reason named), or their number differs
+    :raises ~sb3_xppo.vec_env.replay.ReplayMismatchError: an env that does not replay exactly (its index and step named)
+    """
+    if venv.num_envs != state["n_envs"]:
+        raise ValueError(f"the checkpoint has {state['n_envs']} envs and the env given has {venv.num_envs}")
+    reason = state["not_replayable"] or not_replayable(venv)
+    if reason is not None:
+        raise ValueError(f"the envs cannot be rebuilt exactly: {reason}. Resume with exact=False to reset them afresh")
+    for name, value in state["pending"].items():
+        setattr(venv.unwrapped, name, list(value))
+    for index, (snapshot, monitor) in enumerate(zip(state["snapshots"], state["monitors"], strict=True)):
+        rewards = list(monitor["rewards"]) if monitor is not None else None
+        venv.env_method("replay", snapshot, rewards, index, indices=[index])
+        if monitor is not None:
+            _set_monitor(venv, index, {k: (list(v) if isinstance(v, list) else v) for k, v in monitor.items()})

@@ -1,0 +1,82 @@
+"""``resume_model``: what ``XPPO.resume`` (and the sb3-contrib variants') does (docs/guide/resume.md)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import warnings
+from typing import Any
+
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+
+from sb3_xppo.resume.callbacks import restore_callbacks
+from sb3_xppo.resume.envs import replay_envs, restore_vec_normalize
+from sb3_xppo.resume.files import read_latest
+from sb3_xppo.resume.state import MODEL, read_state, restore_model_state, restore_rng
+from sb3_xppo.vec_env import make_vec_env
+
+logger = logging.getLogger(__name__)
+
+#: a VecEnv class name in a checkpoint -> the ``make_vec_env`` backend that rebuilds it
+BACKENDS = {"LeanVecEnv": "lean", "DummyVecEnv": "dummy", "SubprocVecEnv": "subproc"}
+
+
+class PendingResume:
+    """What a resumed model's next ``learn()`` finishes: the run's total and its callbacks' states."""
+
+    def __init__(self, total_timesteps: int, callbacks: list[dict[str, Any]], exact: bool) -> None:
+        self.total_timesteps, self.callbacks, self.exact = total_timesteps, callbacks, exact
+
+    def restore_callbacks(self, root: Any) -> None:
+        restore_callbacks(root, self.callbacks, self.exact)
+
+
+def rebuilt_env(state: dict[str, Any]) -> VecEnv:
+    """:return: the run's VecEnv rebuilt from the checkpoint's record, where it is one ``make_vec_env`` builds"""
+    envs = state["envs"]
+    if envs["env_id"] is None or envs["vec_env"] not in BACKENDS:
+        raise ValueError(
+            f"resume() cannot rebuild the run's env (a {envs['vec_env']} of env id {envs['env_id']!r}): give it as env="
+        )
+    venv = make_vec_env(envs["env_id"], envs["n_envs"], backend=BACKENDS[envs["vec_env"]])
+    vec_normalize = state["vec_normalize"]
+    if vec_normalize is not None:
+        venv = VecNormalize(venv, **vec_normalize["settings"])
+    return venv
+
+
+def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bool = True, **kwargs: Any) -> Any:
+    """
+    :param cls: the algorithm class
+    :param folder: a checkpoint folder (its newest checkpoint) or a checkpoint file
+    :param env: the run's env, built as it was built (None: rebuilt from the checkpoint where it is a
+        ``make_vec_env`` VecEnv of a registered env id)
+    :param exact: rebuild the envs by replay, checked bit for bit; False: reset them afresh, as SB3 does
+    :param kwargs: ``load()``'s further keywords (``device``, ``trust_code``, ...)
+    :return: the model as it was at the checkpoint
+    """
+    if not isinstance(exact, bool):
+        raise TypeError(f"exact must be a bool, got {exact!r}")
+    path, members = read_latest(folder)
+    state = read_state(members)
+    if state["algorithm"] != cls.__name__:
+        raise ValueError(f"{path} is a checkpoint of {state['algorithm']}: resume it with {state['algorithm']}.resume")
+    if env is None:
+        env = rebuilt_env(state)
+    model = cls.load(io.BytesIO(members[MODEL]), env=env, force_reset=False, **kwargs)
+    restore_model_state(model, state)
+    restore_vec_normalize(model._vec_normalize_env, state["vec_normalize"], exact)
+    if exact:
+        replay_envs(model.env, state["envs"])
+    else:
+        model._last_obs = None  # the next learn() resets the envs, as SB3 does
+        warnings.warn(
+            f"resumed {path} with exact=False: the envs are reset afresh, as Stable-Baselines3 does; the run goes on, "
+            "but not as the original one would have",
+            stacklevel=3,
+        )
+    restore_rng(model, state["rng"])
+    model._pending_resume = PendingResume(state["counters"]["_total_timesteps"], state["callbacks"], exact)
+    logger.info("resumed %s at num_timesteps=%d", path, model.num_timesteps)
+    return model

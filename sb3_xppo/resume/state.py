@@ -1,0 +1,110 @@
+"""
+What a resumable checkpoint holds and how it is put back (docs/guide/resume.md): the model's file (SB3's ``save``:
+the policy with its PopArt statistics, the optimizer, every option and ``adaptive_kl_lr``), and beside it, without
+pickle (:mod:`sb3_xppo.resume.codec`), the rollout position and counters, the RNG states, VecNormalize's state, the
+envs' replay records and the resumable callbacks' states.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+
+from sb3_xppo.resume.callbacks import callbacks_state
+from sb3_xppo.resume.codec import decode, encode
+from sb3_xppo.resume.envs import envs_state, vec_normalize_state
+
+#: the model's counters and rollout position, as SB3 keeps them
+COUNTERS = ("num_timesteps", "_n_updates", "_current_progress_remaining", "_total_timesteps", "_episode_num")
+#: the member names of a checkpoint
+MODEL, STATE, ARRAYS = "model.zip", "state.json", "arrays.npz"
+
+
+def rng_state(model: BaseAlgorithm) -> dict[str, Any]:
+    """:return: torch's (CPU and every CUDA device's), numpy's global, Python's and the model's spaces' RNG states"""
+    spaces = {}
+    for name in ("action_space", "observation_space"):
+        generator = getattr(model, name)._np_random
+        spaces[name] = None if generator is None else generator.bit_generator.state
+    return {
+        "torch": th.get_rng_state().numpy(),
+        "cuda": [state.numpy() for state in th.cuda.get_rng_state_all()] if th.cuda.is_initialized() else [],
+        "numpy": np.random.get_state(),
+        "random": random.getstate(),
+        "spaces": spaces,
+    }
+
+
+def restore_rng(model: BaseAlgorithm, state: dict[str, Any]) -> None:
+    """Put the RNG states :func:`rng_state` returned back."""
+    th.set_rng_state(th.from_numpy(state["torch"].copy()))
+    if state["cuda"]:
+        th.cuda.set_rng_state_all([th.from_numpy(s.copy()) for s in state["cuda"]])
+    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["random"]
+    random.setstate((version, tuple(internal), gauss))
+    for name, space_state in state["spaces"].items():
+        if space_state is not None:
+            getattr(model, name).np_random.bit_generator.state = space_state
+
+
+def _numpy(value: Any) -> Any:
+    return None if value is None else {k: v.copy() for k, v in value.items()} if isinstance(value, dict) else value.copy()
+
+
+def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[str, bytes]:
+    """
+    :param model: the model, at a rollout boundary (after ``train()``, before the next rollout)
+    :param root_callback: the callback ``learn()`` runs (its resumable callbacks' states are kept)
+    :return: the checkpoint's members
+    """
+    assert model.env is not None
+    model_file = io.BytesIO()
+    model.save(model_file)
+    lstm = getattr(model, "_last_lstm_states", None)
+    state = {
+        "format": 1,
+        "algorithm": type(model).__name__,
+        "counters": {name: getattr(model, name) for name in COUNTERS},
+        "last_obs": _numpy(model._last_obs),
+        "last_episode_starts": _numpy(model._last_episode_starts),
+        "last_original_obs": _numpy(getattr(model, "_last_original_obs", None)),
+        "lstm_states": None if lstm is None else [t.cpu().numpy() for pair in lstm for t in pair],
+        "ep_info_buffer": list(model.ep_info_buffer or []),
+        "ep_success_buffer": list(model.ep_success_buffer or []),
+        "rng": rng_state(model),
+        "vec_normalize": vec_normalize_state(model._vec_normalize_env),
+        "envs": envs_state(model.env),
+        "callbacks": callbacks_state(root_callback),
+    }
+    text, arrays = encode(state)
+    return {MODEL: model_file.getvalue(), STATE: text, ARRAYS: arrays}
+
+
+def read_state(members: dict[str, bytes]) -> dict[str, Any]:
+    """:return: the state :func:`capture` wrote (no pickle)"""
+    return decode(members[STATE], members[ARRAYS])
+
+
+def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
+    """Put the counters, the rollout position, the LSTM states and the episode buffers back on a loaded model."""
+    for name, value in state["counters"].items():
+        setattr(model, name, value)
+    model._last_obs = _numpy(state["last_obs"])
+    model._last_episode_starts = _numpy(state["last_episode_starts"])
+    if state["last_original_obs"] is not None:
+        model._last_original_obs = _numpy(state["last_original_obs"])
+    if state["lstm_states"] is not None:
+        h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in state["lstm_states"])
+        model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]
+    window = model._stats_window_size
+    model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=window)
+    model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=window)

@@ -1,0 +1,262 @@
+"""
+Resumable checkpoints (docs/guide/resume.md), in one process: a resumed run ends where the uninterrupted one does,
+bit for bit (and with ``exact=False`` does not: the negative control); an env that does not replay exactly is named
+with its step; a corrupt or truncated checkpoint is refused naming the previous good one, which resumes; the state is
+written without pickle; bad arguments are refused by name. The SIGKILL tests are in tests/test_resume_kill.py.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
+from sb3_xppo import XPPO, MaskableXPPO, ResumableCheckpoint
+from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError, checkpoints, read_checkpoint
+from sb3_xppo.resume.codec import decode, encode
+from sb3_xppo.vec_env import make_vec_env
+
+SMALL = dict(n_steps=16, batch_size=32, n_epochs=2, seed=1, device="cpu", policy_kwargs=dict(net_arch=[8]))
+TOTAL = 192  # 6 rollouts of 2 envs x 16
+
+
+def cartpole():
+    return make_vec_env("CartPole-v1", 2, seed=0)
+
+
+def parameters(model) -> np.ndarray:
+    return th.cat([t.detach().flatten().float() for t in model.policy.state_dict().values()]).numpy()
+
+
+def adam(model) -> list[np.ndarray]:
+    return [t.numpy() for s in model.policy.optimizer.state_dict()["state"].values() for t in s.values()]
+
+
+def same(a, b) -> bool:
+    return all(x.tobytes() == y.tobytes() for x, y in zip([parameters(a), *adam(a)], [parameters(b), *adam(b)], strict=True))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """An uninterrupted run with a checkpoint after each rollout (all kept)."""
+    folder = tmp_path_factory.mktemp("run")
+    model = XPPO("MlpPolicy", cartpole(), **SMALL).learn(
+        TOTAL, callback=ResumableCheckpoint(folder, every_rollouts=1, keep=99)
+    )
+    return model, folder
+
+
+def test_checkpoints_do_not_change_the_run(run):
+    model, _ = run
+    assert same(model, XPPO("MlpPolicy", cartpole(), **SMALL).learn(TOTAL))
+
+
+def test_resume_then_learn_finishes_the_run_bit_for_bit(run, tmp_path):
+    model, folder = run
+    found = checkpoints(folder)
+    assert [p.name for p in found] == [f"resume-{n:012d}.ckpt" for n in range(32, TOTAL, 32)]
+    resumed = XPPO.resume(found[2], env=cartpole())
+    assert resumed.num_timesteps == 96 and resumed._n_updates == 3 * SMALL["n_epochs"]
+    resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path, every_rollouts=1))
+    assert resumed.num_timesteps == TOTAL and same(resumed, model)
+    # written again on the way, but not at the boundary it resumed from
+    assert [p.name for p in checkpoints(tmp_path)] == [f"resume-{n:012d}.ckpt" for n in (128, 160)]
+
+
+def test_resume_without_env_rebuilds_it(run):
+    model, folder = run
+    resumed = XPPO.resume(checkpoints(folder)[1])  # a LeanVecEnv of CartPole-v1: rebuilt
+    assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(folder / "again")), model)
+
+
+def test_exact_false_resets_the_envs_and_differs(run):
+    model, folder = run
+    with pytest.warns(UserWarning, match="exact=False"):
+        resumed = XPPO.resume(checkpoints(folder)[1], env=cartpole(), exact=False)
+    resumed.learn(TOTAL, callback=ResumableCheckpoint(folder / "inexact"))
+    assert resumed.num_timesteps == TOTAL and not same(resumed, model)
+
+
+class NoisyEnv(gym.Env):
+    """Deterministic observations; rewards from fresh entropy, not from ``np_random``: it does not replay."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t / 100, dtype=np.float32), float(np.random.default_rng().random()), False, self.t >= 50, {}
+
+
+def test_an_env_that_does_not_replay_is_named_and_exact_false_resumes(tmp_path):
+    env = make_vec_env(NoisyEnv, 2, seed=0)
+    XPPO("MlpPolicy", env, **SMALL).learn(64, callback=ResumableCheckpoint(tmp_path, every_rollouts=1))
+    with pytest.raises(ReplayMismatchError, match=r"env 0 does not replay exactly: at step 1 of the \d+ since .*exact=False"):
+        XPPO.resume(tmp_path, env=make_vec_env(NoisyEnv, 2, seed=0))
+    with pytest.warns(UserWarning, match="exact=False"):
+        resumed = XPPO.resume(tmp_path, env=make_vec_env(NoisyEnv, 2, seed=0), exact=False)
+    assert resumed.learn(64, callback=ResumableCheckpoint(tmp_path)).num_timesteps == 64
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_corrupt_checkpoint_is_refused_naming_the_previous_good_one(run, tmp_path, damage):
+    model, folder = run
+    for path in checkpoints(folder)[:2]:
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    older, newest = checkpoints(tmp_path)
+    data = bytearray(newest.read_bytes())
+    if damage == "flip":
+        data[len(data) // 3] ^= 0xFF
+    else:
+        data = data[: len(data) // 2]
+    newest.write_bytes(bytes(data))
+    with pytest.raises(
+        CorruptCheckpointError, match=f"{newest.name} is (truncated or )?corrupt.*previous good checkpoint is .*{older.name}"
+    ):
+        XPPO.resume(tmp_path, env=cartpole())
+    resumed = XPPO.resume(older, env=cartpole())
+    assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path / "again")), model)
+
+
+def test_writes_are_atomic_and_the_newest_are_kept(tmp_path):
+    (tmp_path / ".resume-000000000001.ckpt.tmp").write_bytes(b"half a write")  # what a crash leaves
+    XPPO("MlpPolicy", cartpole(), **SMALL).learn(TOTAL, callback=ResumableCheckpoint(tmp_path, every_rollouts=2, keep=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume-000000000128.ckpt", "resume-000000000064.ckpt"][::-1]
+    members = read_checkpoint(tmp_path / "resume-000000000128.ckpt")
+    assert set(members) == {"model.zip", "state.json", "arrays.npz"}
+    with zipfile.ZipFile(tmp_path / "resume-000000000128.ckpt") as archive:
+        assert archive.namelist()[-1] == "manifest.json"
+
+
+def test_the_state_is_written_without_pickle():
+    state = {
+        "floats": [0.1, -0.0, math.inf, 1e-310],
+        "tuple": ("MT19937", np.arange(3, dtype=np.uint32), 2, 0, 0.0),
+        "scalar": np.float32(1.5),
+        "nested": {"none": None, "big": 2**100, "bools": np.array([True, False])},
+    }
+    text, npz = encode(state)
+    back = decode(text, npz)
+    assert back["floats"][1] == 0.0 and math.copysign(1, back["floats"][1]) == -1 and back["floats"][3] == 1e-310
+    assert isinstance(back["tuple"], tuple) and back["tuple"][1].dtype == np.uint32
+    assert type(back["scalar"]) is np.float32 and back["nested"]["big"] == 2**100
+    with pytest.raises(TypeError, match=r"state\.bad: an array of Python objects"):
+        encode({"bad": np.array([object()])})
+    with pytest.raises(TypeError, match=r"state\.fn: cannot save a function"):
+        encode({"fn": len if False else (lambda: 0)})
+
+
+class Counter(BaseCallback):
+    """A callback that asks to be resumed."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def _on_step(self) -> bool:
+        self.steps += 1
+        return True
+
+    def resumable_state(self):
+        return {"steps": self.steps}
+
+    def restore_state(self, state):
+        self.steps = state["steps"]
+
+
+def test_callbacks_that_ask_are_resumed_and_must_be_the_runs(tmp_path):
+    XPPO("MlpPolicy", cartpole(), **SMALL).learn(96, callback=[ResumableCheckpoint(tmp_path, every_rollouts=1), Counter()])
+    resumed, counter = XPPO.resume(tmp_path, env=cartpole()), Counter()
+    resumed.learn(96, callback=[ResumableCheckpoint(tmp_path, every_rollouts=1), counter])
+    assert counter.steps == 96 // 2  # one call per step of the VecEnv, over the whole run
+    with pytest.raises(
+        ValueError,
+        match=r"the resumable callbacks \['ResumableCheckpoint', 'Counter'\], learn\(\) was given \['ResumableCheckpoint'\]",
+    ):
+        XPPO.resume(tmp_path, env=cartpole()).learn(96, callback=ResumableCheckpoint(tmp_path))
+
+
+def test_another_total_is_warned_of(run, tmp_path):
+    _, folder = run
+    with pytest.warns(UserWarning, match=r"learn\(total_timesteps=256\) of a resumed run whose total was 192"):
+        XPPO.resume(folder, env=cartpole()).learn(256, callback=ResumableCheckpoint(tmp_path))
+
+
+def test_bad_arguments_are_refused_by_name(run, tmp_path):
+    _, folder = run
+    with pytest.raises(ValueError, match="every_rollouts must be an int >= 1"):
+        ResumableCheckpoint(tmp_path, every_rollouts=0)
+    with pytest.raises(ValueError, match="keep must be an int >= 1"):
+        ResumableCheckpoint(tmp_path, keep=True)
+    with pytest.raises(TypeError, match="folder must be a path"):
+        ResumableCheckpoint(3)
+    with pytest.raises(TypeError, match="exact must be a bool"):
+        XPPO.resume(folder, env=cartpole(), exact="yes")
+    with pytest.raises(ValueError, match=r"a checkpoint of XPPO: resume it with XPPO\.resume"):
+        MaskableXPPO.resume(folder)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        XPPO.resume(tmp_path)
+    with pytest.raises(ValueError, match="the checkpoint has 2 envs and the env given has 1"):
+        XPPO.resume(folder, env=make_vec_env("CartPole-v1", 1, seed=0))
+
+
+def test_a_vec_env_that_cannot_replay_is_refused_and_exact_false_resumes(tmp_path):
+    def own_env():  # a user's VecEnv of envs without the recorder
+        return VecFrameStack(DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2), 2)
+
+    XPPO("MlpPolicy", own_env(), **SMALL).learn(64, callback=ResumableCheckpoint(tmp_path, every_rollouts=1))
+    with pytest.raises(ValueError, match=r"VecEnv wrapper VecFrameStack keeps a state a replay does not rebuild.*exact=False"):
+        XPPO.resume(tmp_path, env=own_env())
+    with pytest.warns(UserWarning, match="exact=False"):
+        assert XPPO.resume(tmp_path, env=own_env(), exact=False).learn(64, callback=ResumableCheckpoint(tmp_path))
+
+
+def test_a_dummy_vec_env_of_recorded_envs_replays(tmp_path):
+    from stable_baselines3.common.monitor import Monitor
+
+    from sb3_xppo.vec_env.replay import ActionRecorder
+
+    def own_env():
+        return DummyVecEnv([lambda: Monitor(ActionRecorder(gym.make("CartPole-v1")))] * 2)
+
+    reference = XPPO("MlpPolicy", own_env(), **SMALL).learn(128)
+    XPPO("MlpPolicy", own_env(), **SMALL).learn(128, callback=ResumableCheckpoint(tmp_path, every_rollouts=2, keep=9))
+    resumed = XPPO.resume(checkpoints(tmp_path)[0], env=own_env())
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b")), reference)
+
+
+@pytest.mark.parametrize(
+    "algorithm, env_id, policy",
+    [
+        ("RecurrentXPPO", "CartPole-v1", "MlpLstmPolicy"),
+        ("MaskableXPPO", "sb3_xppo/GridMaze-v0", "MlpPolicy"),
+        ("MaskableRecurrentXPPO", "sb3_xppo/MemoryMaze-v0", "MlpLstmPolicy"),
+    ],
+)
+def test_the_contrib_variants_resume_bit_for_bit(algorithm, env_id, policy, tmp_path):
+    import sb3_xppo
+
+    cls = getattr(sb3_xppo, algorithm)
+    keywords = {**SMALL, "policy_kwargs": dict(net_arch=[8], **({"lstm_hidden_size": 8} if "Lstm" in policy else {}))}
+    reference = cls(policy, make_vec_env(env_id, 2, seed=0), **keywords).learn(128)
+    cls(policy, make_vec_env(env_id, 2, seed=0), **keywords).learn(128, callback=ResumableCheckpoint(tmp_path, 1, keep=9))
+    resumed = cls.resume(checkpoints(tmp_path)[1], env=make_vec_env(env_id, 2, seed=0))
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+
+
+def test_use_sde_is_refused(tmp_path):
+    model = XPPO("MlpPolicy", make_vec_env("Pendulum-v1", 2, seed=0), use_sde=True, **SMALL)
+    with pytest.raises(ValueError, match="use_sde draws its noise before the rollout boundary"):
+        model.learn(64, callback=ResumableCheckpoint(tmp_path))
