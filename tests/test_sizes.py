@@ -20,9 +20,6 @@ ALLOWED = {
     "that it reads against SB3's side by side and XPPO reproduces PPO bit for bit (development.md, Sizes)",
     "sb3_xppo/functional/advantages.py:calc_gae": "known debt: a 17-line signature and a 32-line docstring stating "
     "every input layout's contract; its code is about 65 lines",
-    "benchmarks/learning.py:main": "known debt: the command line and the campaign's dispatch in one; to split as "
-    "distill.py's and overhead.py's main were",
-    "benchmarks/multi_critic.py:main": "known debt: as learning.py's main",
 }
 
 
