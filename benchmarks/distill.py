@@ -181,7 +181,8 @@ def plot(results: dict[str, list[dict[str, Any]]], threshold: float, env_id: str
     print(f"wrote {stem}.png")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, checked, with ``--quick``'s and the default seeds filled in."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="LunarLander-v3", choices=sorted(SCHEDULE))
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2 (0 with --quick)")
@@ -220,7 +221,11 @@ def main() -> None:
     args.seeds = args.seeds or [0, 1, 2]
     if args.pretrain_steps < 0:
         raise ValueError(f"--pretrain-steps must be >= 0, got {args.pretrain_steps}")
-    th.set_num_threads(args.threads)
+    return args
+
+
+def run_schedule(args: argparse.Namespace) -> dict[str, int]:
+    """The env's evaluation intervals and step budget, with the command line's overrides."""
     schedule = dict(SCHEDULE[args.env])
     if args.dagger_eval is not None:
         schedule["dagger_eval"] = args.dagger_eval
@@ -228,12 +233,16 @@ def main() -> None:
         schedule["max_steps"] = args.max_steps
     elif args.quick:
         schedule["max_steps"] = 50_000
+    return schedule
 
-    teacher, teacher_path = get_teacher(args.env, args.teacher, args.retrain_teacher, seed=100)
-    teacher_return, teacher_std = evaluate(teacher, args.env, args.teacher_episodes)
-    threshold = teacher_return - 0.05 * abs(teacher_return)
-    print(f"teacher: {teacher_return:.1f} +- {teacher_std:.1f} ({args.teacher_episodes} episodes); threshold {threshold:.1f}")
 
+def run_students(
+    args: argparse.Namespace, schedule: dict[str, int], teacher: Any, threshold: float
+) -> dict[str, list[dict[str, Any]]]:
+    """
+    Per seed: the DAgger student (and with ``--pretrain-steps`` the student with a warm-up), then PPO from scratch on
+    the seeds of ``--ppo-seeds``; each run's steps to ``threshold``, by ``"dagger"``, ``"dagger_pretrain"``, ``"ppo"``.
+    """
     ppo_kwargs, ppo_envs, _ = zoo_hyperparams(args.env)
     ppo_seeds = args.seeds if args.ppo_seeds is None else args.ppo_seeds
     results: dict[str, list[dict[str, Any]]] = {"dagger": [], "ppo": []}
@@ -270,6 +279,19 @@ def main() -> None:
         )
         results["ppo"].append(run)
         print(f"  PPO from scratch, seed {seed}: {run['steps']} steps ({run['seconds']:.0f} s)", flush=True)
+    return results
+
+
+def main() -> None:
+    args = parse_args()
+    th.set_num_threads(args.threads)
+    schedule = run_schedule(args)
+    teacher, teacher_path = get_teacher(args.env, args.teacher, args.retrain_teacher, seed=100)
+    teacher_return, teacher_std = evaluate(teacher, args.env, args.teacher_episodes)
+    threshold = teacher_return - 0.05 * abs(teacher_return)
+    print(f"teacher: {teacher_return:.1f} +- {teacher_std:.1f} ({args.teacher_episodes} episodes); threshold {threshold:.1f}")
+    results = run_students(args, schedule, teacher, threshold)
+    warm_up_steps = args.pretrain_steps * 8  # env steps of the warm-up (8 envs)
 
     def median(runs: list[dict[str, Any]], extra: int = 0) -> float | None:
         # A run that never reached the threshold counts as the budget (a lower bound on its steps)

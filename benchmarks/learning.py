@@ -83,7 +83,7 @@ import sys
 
 import torch as th
 from harness import train_logs
-from harness.contenders import expand_contenders, for_env
+from harness.contenders import Contender, expand_contenders, for_env
 from harness.layout import RESULTS, campaign_dir
 from harness.reports import (
     add_report_arguments,
@@ -100,7 +100,8 @@ from harness.runs import THRESHOLDS, Task, load_cached, run_all, verify_runs
 from harness.zoo import zoo_budget
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--quick``'s settings filled in."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(THRESHOLDS), help="default: the five benchmark envs")
     parser.add_argument("--contenders", default="grid", help="comma list of sets (defaults, grid, ...) and names")
@@ -136,12 +137,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.envs, args.contenders, args.seeds, args.budget_scale = ["CartPole-v1"], "defaults", [0], 0.05
         args.n_evals, args.eval_episodes, args.final_episodes, args.bootstrap_reps = 2, 2, 3, 200
-    name = args.name or ("quick" if args.quick else "main")
-    th.set_num_threads(1)
+    return args
 
-    contenders = expand_contenders(args.contenders)
+
+def campaign_tasks(args: argparse.Namespace, contenders: list[Contender]) -> list[Task]:
+    """The campaign's runs, seed-major: an interrupted campaign has every env and contender at the same seeds."""
     budgets = {env_id: max(int(zoo_budget(env_id) * args.budget_scale), 1) for env_id in args.envs}
-    tasks = [
+    return [
         Task(
             env_id,
             budgets[env_id],
@@ -152,22 +154,36 @@ def main(argv: list[str] | None = None) -> None:
             args.final_episodes,
             args.clip_range_vf,
         )
-        # seed-major: an interrupted campaign has every env and contender at the same seeds
         for seed in args.seeds
         for env_id in args.envs
         for c in contenders
     ]
+
+
+def finished_runs(args: argparse.Namespace, tasks: list[Task]) -> tuple[list[dict], dict[str, list]]:
+    """
+    Run what the cache lacks (unless ``--report-only``; stale runs again with ``--stale rerun``), then the finished
+    runs the report cites (the unverified ones with ``--unverified include``) and every run's provenance status.
+    """
     if not args.report_only:
         time_limit = None if args.time_limit is None else 60.0 * args.time_limit
         run_all(tasks, args.out_dir, args.workers, time_limit)
-
     runs = [run for run in (load_cached(t, args.out_dir) for t in tasks) if run is not None]
     status = verify_runs(tasks, runs)
     if status["stale"] and args.stale == "rerun" and not args.report_only:
         run_all(tasks, args.out_dir, args.workers, None, rerun=frozenset(r["key"] for r in status["stale"]))
         runs = [run for run in (load_cached(t, args.out_dir) for t in tasks) if run is not None]
         status = verify_runs(tasks, runs)
-    runs = status["current"] + (status["unverified"] if args.unverified == "include" else [])
+    return status["current"] + (status["unverified"] if args.unverified == "include" else []), status
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    name = args.name or ("quick" if args.quick else "main")
+    th.set_num_threads(1)
+    contenders = expand_contenders(args.contenders)
+    tasks = campaign_tasks(args, contenders)
+    runs, status = finished_runs(args, tasks)
     provenance = provenance_note(status, args.unverified == "include")
     print(provenance)
     words = report_words(args, args.out_dir, name)

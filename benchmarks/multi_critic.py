@@ -560,7 +560,8 @@ def report_clip_ab(args: argparse.Namespace, campaign: Campaign, tasks: list[Mul
     print(f"wrote {path}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--quick``'s settings filled in (not for ``--clip-ab``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--campaign", choices=list(CAMPAIGNS), default="lunar")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list (default: every contender)")
@@ -602,6 +603,11 @@ def main(argv: list[str] | None = None) -> None:
         args.eval_episodes, args.final_episodes, args.random_episodes, args.bootstrap_reps = 2, 3, 5, 200
         if args.contenders == ",".join(CONTENDERS):
             args.contenders = "single,mc-scalarize-shared,mc-balanced-separate-vn"
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     campaign = CAMPAIGNS[args.campaign]
     th.set_num_threads(1)
 

@@ -248,7 +248,8 @@ def learn_check_cost(args: argparse.Namespace) -> dict[str, float]:
     return dict(learn_ratio=best, learn_paired_ratio=paired)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--n-envs", type=int, default=1)
@@ -268,8 +269,11 @@ def main() -> None:
         parser.error(f"--reps must be at least 1, got {args.reps}")
     if args.learn_steps > 0 and args.learn_reps < 1:
         parser.error(f"--learn-reps must be at least 1 when --learn-steps is positive, got {args.learn_reps}")
-    th.set_num_threads(args.threads)
+    return args
 
+
+def time_train(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each variant's ``train()`` on the same rollout, ``args.reps`` times: wall-clock and CPU seconds, by variant."""
     rollout, policy_state = collect_rollout(args)
     env = make_vec_env(args.env, n_envs=args.n_envs, seed=0)
     models = []
@@ -300,7 +304,11 @@ def main() -> None:
                 th.cuda.synchronize()
             times[variant.name].append(time.perf_counter() - start)
             cpu_times[variant.name].append(time.process_time() - start_cpu)
+    return times, cpu_times
 
+
+def ratio_rows(args: argparse.Namespace, times: dict[str, list[float]], cpu_times: dict[str, list[float]]) -> list[dict]:
+    """Each variant's times and ratios to PPO's, printed as a table."""
     reference = min(times["PPO"])
     n_minibatches = args.n_epochs * -(-args.n_steps * args.n_envs // args.batch_size)
     print(f"train(): {args.env}, {args.n_steps} x {args.n_envs} steps, batch {args.batch_size}, {args.n_epochs} epochs "
@@ -323,6 +331,11 @@ def main() -> None:
             )
         )
         print(f"{name:<24} {best * 1e3:9.2f} {median * 1e3:10.2f} {best / reference:6.3f}x {cpu_ratio:9.3f}x {paired:7.3f}x")
+    return rows
+
+
+def pairwise_ratios(times: dict[str, list[float]]) -> tuple[dict, dict, dict]:
+    """The ratios against another variant than PPO: multi-critic, PCGrad and the non-finite checks' (train() only)."""
     # Multi-critic against single-critic XPPO (the target in docs/guide/development.md: <= 1.15x with 4 groups)
     multi_critic = {}
     for name, samples in times.items():
@@ -342,6 +355,15 @@ def main() -> None:
         unchecked = np.array(times["XPPO clip, no checks"])
         checks["train_paired_ratio"] = float(np.median(np.array(times["XPPO clip"]) / unchecked))
         print(f"non-finite checks, train(): {checks['train_paired_ratio']:.3f}x (paired, XPPO clip / no checks)")
+    return multi_critic, pcgrad, checks
+
+
+def main() -> None:
+    args = parse_args()
+    th.set_num_threads(args.threads)
+    times, cpu_times = time_train(args)
+    rows = ratio_rows(args, times, cpu_times)
+    multi_critic, pcgrad, checks = pairwise_ratios(times)
     if args.learn_steps > 0:
         checks.update(learn_check_cost(args))
     contrib = contrib_ratios(args) if args.contrib else {}

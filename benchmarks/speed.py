@@ -73,7 +73,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import functools
 import gc
 import json
 import os
@@ -84,7 +83,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,14 +92,14 @@ import stable_baselines3
 import torch as th
 from harness.layout import RESULTS, SINGLE
 from harness.provenance import code_record
+from harness.speed_profile import ALGOS, CATEGORIES, CLOCKS, ENV_ONLY, Profiler, instrument, patched
+from harness.speed_tables import format_contrib_table, format_sequences_table, format_table, plot
 from harness.zoo import PPO_LSTM_CONFIG, zoo_setup  # rl-zoo3's hyperparameters and envs, one copy
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_xppo import XPPO
-from sb3_xppo.core.fast_paths import FlatAdam
 from sb3_xppo.zoo import VEC_ENV_CHOICES
 
 #: The rows: an env id, or ``<env id>@<vec env>`` for XPPO on that VecEnv (``sb3_xppo.zoo.VEC_ENV_CHOICES``)
@@ -128,159 +127,6 @@ SEQUENCE_ENVS = ("CartPoleNoVel-v1", "PendulumNoVel-v1")
 SEQUENCE_ROLLOUTS = {"CartPoleNoVel-v1": 12, "PendulumNoVel-v1": 1}
 #: RecurrentXPPO(sequence_batching=True) / RecurrentPPO: train() time and learn() env-steps/s (issue 48)
 SEQUENCE_TARGETS = {"train": 3.0, "learn": 2.0}
-
-#: The pieces of the breakdown, in plot order, and their labels
-CATEGORIES: dict[str, str] = {
-    "env": "env step",
-    "policy": "policy forward (collection)",
-    "buffer_add": "buffer writes",
-    "collect_other": "collection other",
-    "gae": "GAE",
-    "sample": "minibatch sampling",
-    "forward": "minibatch forward",
-    "backward": "backward",
-    "zero_grad": "zero_grad",
-    "optimizer": "optimizer step",
-    "clip": "gradient clipping",
-    "train_other": "train other",
-    "learn_other": "learn other",
-}
-ALGOS: dict[str, type[PPO]] = {"PPO": PPO, "XPPO": XPPO}
-ENV_ONLY = "env only"
-#: Clocks of the breakdown (``--clock``)
-CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-class Profiler:
-    """
-    Exclusive time per named piece: a timed call nested in another is subtracted from its parent, so the pieces
-    of one run add up to the time spent inside them. A call directly nested in a call of the same piece (e.g.
-    XPPO's fast optimizer step falling back to torch's) adds its time but is not counted as a call again.
-
-    :param clock: the clock, seconds (a fake one in tests)
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.clock = clock
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
-        # One [time of nested timed calls] cell per open timed call, and the piece it counts for
-        self._stack: list[list[float]] = []
-        self._names: list[str] = []
-
-    def _enter(self, name: str) -> tuple[list[float], float]:
-        cell = [0.0]
-        self._stack.append(cell)
-        self._names.append(name)
-        return cell, self.clock()
-
-    def _exit(self, name: str, cell: list[float], start: float) -> None:
-        elapsed = self.clock() - start
-        self._stack.pop()
-        self._names.pop()
-        self.seconds[name] += elapsed - cell[0]
-        if not self._names or self._names[-1] != name:
-            self.calls[name] += 1
-        if self._stack:
-            self._stack[-1][0] += elapsed
-
-    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """
-        ``fn``, timed under ``name``.
-
-        :param name: the piece the call's exclusive time counts for
-        :param fn: the function or bound method
-        """
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            cell, start = self._enter(name)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self._exit(name, cell, start)
-
-        return timed
-
-    def wrap_generator(self, name: str, fn: Callable[..., Iterable[Any]]) -> Callable[..., Generator[Any, None, None]]:
-        """
-        A generator function whose every ``next()`` on ``fn``'s result is timed under ``name`` (the consumer's work
-        between two items is not).
-
-        :param name: the piece the item production counts for
-        :param fn: a function returning an iterable (e.g. the generator function ``RolloutBuffer.get``)
-        """
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Generator[Any, None, None]:
-            iterator = iter(self.wrap(name, fn)(*args, **kwargs))
-            while True:
-                cell, start = self._enter(name)
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    return
-                finally:
-                    self._exit(name, cell, start)
-                yield item
-
-        return timed
-
-
-@contextlib.contextmanager
-def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
-    """Set ``obj.name = value`` for the block; an instance attribute is removed again, a module's is restored."""
-    had_own = name in vars(obj)
-    old = vars(obj)[name] if had_own else None
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        if had_own:
-            setattr(obj, name, old)
-        else:
-            delattr(obj, name)
-
-
-@contextlib.contextmanager
-def instrument(model: PPO, profiler: Profiler) -> Iterator[None]:
-    """
-    Time the pieces of ``model.learn()`` (see :data:`CATEGORIES`) with ``profiler`` for the block, without
-    changing library code: the model's own objects get timed instance attributes, and the optimizer class's
-    ``zero_grad`` / ``step``, :class:`~sb3_xppo.core.fast_paths.FlatAdam`'s methods, ``torch.autograd.backward`` and
-    ``torch.nn.utils.clip_grad_norm_`` are replaced until the block ends.
-
-    :param model: a PPO or XPPO model, built; its env is the one ``learn()`` steps
-    :param profiler: receives the timings
-    """
-    env, policy, buffer = model.env, model.policy, model.rollout_buffer
-    assert env is not None
-    targets: list[tuple[Any, str, str]] = [
-        (model, "collect_rollouts", "collect_other"),
-        (model, "train", "train_other"),
-        (env, "step_async", "env"),
-        (env, "step_wait", "env"),
-        (policy, "forward", "policy"),
-        (policy, "predict_values", "policy"),
-        (policy, "reset_noise", "policy"),
-        (policy, "evaluate_actions", "forward"),
-        (buffer, "add", "buffer_add"),
-        (buffer, "compute_returns_and_advantage", "gae"),
-        # On the optimizer's class, not the instance: XPPO's exact fast step (FlatAdam) only takes an optimizer whose
-        # step nobody wrapped; it is timed under the same names (its nested torch step, on a first step, counts once)
-        (type(policy.optimizer), "zero_grad", "zero_grad"),
-        (type(policy.optimizer), "step", "optimizer"),
-        (FlatAdam, "zero_grad", "zero_grad"),
-        (FlatAdam, "step", "optimizer"),
-        (FlatAdam, "clip_grad_norm", "clip"),
-        (th.autograd, "backward", "backward"),
-        (th.nn.utils, "clip_grad_norm_", "clip"),
-    ]
-    with contextlib.ExitStack() as stack:
-        for obj, name, category in targets:
-            stack.enter_context(patched(obj, name, profiler.wrap(category, getattr(obj, name))))
-        stack.enter_context(patched(buffer, "get", profiler.wrap_generator("sample", buffer.get)))
-        yield
 
 
 def parse_row(row: str) -> tuple[str, str | None]:
@@ -709,114 +555,6 @@ def benchmark_sequences(
             )
         )
     return results
-
-
-def format_sequences_table(results: list[dict[str, Any]]) -> str:
-    """The sequence-batching table: RecurrentXPPO(sequence_batching=True) / RecurrentPPO."""
-    lines = [
-        f"{'env (ppo_lstm.yml)':<20} {'steps/run':>9} {'parent/s':>9} {'XPPO/s':>9} {'learn':>7} {'CPU':>7} "
-        f"{'train':>7} {'CPU':>7} {'targets':>16} {'param diff':>10}"
-    ]
-    for r in results:
-        s, q = r["speed"], r["ratio_paired"]
-        met = " ".join(f"{k}:{'ok' if v else 'no'}" for k, v in r["targets_met"].items())
-        lines.append(
-            f"{r['env']:<20} {r['steps_per_run']:>9} {s['RecurrentPPO']['best']:>9.0f} {s['RecurrentXPPO']['best']:>9.0f} "
-            f"{q['learn']:>6.2f}x {q['learn_cpu']:>6.2f}x {q['train']:>6.2f}x {q['train_cpu']:>6.2f}x {met:>16} "
-            f"{r['max_abs_param_diff']:>10.1e}"
-        )
-    return "\n".join(lines)
-
-
-def format_contrib_table(results: list[dict[str, Any]]) -> str:
-    """The sb3-contrib comparison's table."""
-    lines = [
-        f"{'comparison':<30} {'steps/run':>9} {'parent':>9} {'XPPO':>9} {'ratio':>7} {'median':>7} {'paired':>7} "
-        f"{'CPU pair':>8} {'bit-exact':>10}"
-    ]
-    for r in results:
-        s = r["speed"]
-        exact = "yes" if r["bit_exact"] else f"{r['max_abs_param_diff']:.1e}"
-        lines.append(
-            f"{r['name']:<30} {r['steps_per_run']:>9} {s['parent']['best']:>9.0f} {s['XPPO']['best']:>9.0f} "
-            f"{r['ratio_best']:>6.3f}x {r['ratio_median']:>6.3f}x {r['ratio_paired']:>6.3f}x {r['cpu_ratio_paired']:>7.3f}x "
-            f"{exact:>10}"
-        )
-    return "\n".join(lines)
-
-
-def format_table(results: list[dict[str, Any]]) -> str:
-    """The speed table and, per env, the breakdown table."""
-    lines = [
-        f"{'env':<26} {'steps/run':>9} {'PPO best':>9} {'XPPO best':>9} {'env only':>9} {'ratio':>7} {'median':>7} "
-        f"{'paired':>7} {'CPU':>7} {'CPU pair':>8} {'target':>8} {'bit-exact':>10}"
-    ]
-    for r in results:
-        s = r["speed"]
-        target = "-" if r["target"] is None else f"{r['target']:.2f}x" + (" ok" if r["target_met"] else " no")
-        exact = "yes" if r["bit_exact"] else f"{r['max_abs_param_diff']:.1e}"
-        lines.append(
-            f"{r['env']:<26} {r['steps_per_run']:>9} {s['PPO']['best']:>9.0f} {s['XPPO']['best']:>9.0f} "
-            f"{s[ENV_ONLY]['best']:>9.0f} {r['ratio_best']:>6.3f}x {r['ratio_median']:>6.3f}x {r['ratio_paired']:>6.3f}x "
-            f"{r['cpu_ratio_best']:>6.3f}x {r['cpu_ratio_paired']:>7.3f}x {target:>8} {exact:>10}"
-        )
-    for r in results:
-        names = [n for n in (*ALGOS, ENV_ONLY) if n in r["breakdown"]]
-        lines += ["", f"{r['env']}: {r['clock']}-clock microseconds per env-step, fastest instrumented run (share)"]
-        lines.append(f"{'piece':<28}" + "".join(f"{n:>18}" for n in names))
-        totals = {n: sum(r["breakdown"][n]["us_per_step"].values()) for n in names}
-        for key, label in CATEGORIES.items():
-            cells = []
-            for n in names:
-                us = r["breakdown"][n]["us_per_step"][key]
-                cells.append(f"{us:>10.1f} ({100 * us / totals[n]:>4.1f}%)" if totals[n] else f"{us:>18.1f}")
-            lines.append(f"{label:<28}" + "".join(cells))
-        lines.append(f"{'total':<28}" + "".join(f"{totals[n]:>10.1f}        " for n in names))
-        instrumented = [
-            f"{n} {b['instrumented_steps_per_s']:.0f} (CPU {b['instrumented_cpu_steps_per_s']:.0f})"
-            for n, b in r["breakdown"].items()
-            if n in ALGOS
-        ]
-        lines.append("instrumented env-steps/s, wall (CPU), the instrument's overhead: " + ", ".join(instrumented))
-    return "\n".join(lines)
-
-
-def plot(results: list[dict[str, Any]], path: str) -> None:
-    """
-    Stacked bars of the breakdown (microseconds per env-step), one panel per env, PPO / XPPO / env only; two panels a
-    row, about 1000 pixels wide, so that the labels stay legible on a page.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = min(2, len(results))
-    rows = -(-len(results) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.0 * columns, 3.6 * rows + 1.2), squeeze=False)
-    colors = plt.get_cmap("tab20").colors
-    for ax, r in zip(axes.flat, results, strict=False):
-        names = [n for n in (*ALGOS, ENV_ONLY) if n in r["breakdown"]]
-        bottoms = np.zeros(len(names))
-        for i, (key, label) in enumerate(CATEGORIES.items()):
-            heights = np.array([r["breakdown"][n]["us_per_step"][key] for n in names])
-            ax.bar(names, heights, bottom=bottoms, color=colors[i % len(colors)], label=label)
-            bottoms += heights
-        for x, n in enumerate(names):
-            ax.annotate(f"{r['speed'][n]['best']:.0f}/s", (x, bottoms[x]), ha="center", va="bottom", fontsize=9)
-        env_id, _, vec_env = r["env"].partition("@")
-        where = f" (XPPO: {vec_env})" if vec_env else ""
-        ax.set_title(f"{env_id}{where}: XPPO/PPO {r['ratio_paired']:.2f}x median paired", fontsize=9.5)
-        ax.set_ylabel(f"us per env-step ({r['clock']} clock)")
-        ax.set_ylim(0, bottoms.max() * 1.15)
-    for ax in list(axes.flat)[len(results) :]:
-        ax.axis("off")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
-    fig.suptitle("learn() time per env-step (instrumented runs; bar labels: best uninstrumented env-steps/s)", fontsize=11)
-    fig.tight_layout(rect=(0, 1.0 / (3.6 * rows + 1.2), 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

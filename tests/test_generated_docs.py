@@ -88,9 +88,35 @@ def test_no_report_cites_a_stale_run_and_each_states_its_question() -> None:
     def named(runs: list[dict]) -> set[tuple]:
         return {(run["env"], run["contender"], run["seed"]) for run in runs}
 
-    for campaign, report in results.campaign_reports().items():
+    for campaign, report in (results.campaign_reports() | results.campaign_reports(archived=True)).items():
         assert not named(report.get("provenance", {}).get("stale", [])) & named(report["runs"]), campaign
         assert report.get("question"), f"{campaign}: its report states no question"
+
+
+def test_archived_campaigns_are_kept_apart_and_still_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An archived campaign is read by no region but the ``campaigns`` table, which lists it under ``archive/``."""
+    for name, kind in (("live", "screen"), ("archive/old", "screen"), ("archive/multi_critic/older", None)):
+        folder = tmp_path / "campaigns" / name
+        folder.mkdir(parents=True)
+        data = dict(runs=[], question=f"{name}?") | ({"kind": kind} if kind else {})
+        (folder / "report.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert list(results.campaign_reports()) == ["live"]
+    assert list(results.campaign_reports(archived=True)) == ["archive/multi_critic/older", "archive/old"]
+    assert list(results.campaigns_of("screen")) == ["live"]  # the archived screen is not read
+    table = learning.render_campaigns(ROOT / "docs" / "guide" / "campaigns.md")
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
+        "| `live`",
+        "| `archive/multi_critic/older`",
+        "| `archive/old`",
+    ]
+
+
+def test_no_archived_campaign_declares_a_kind() -> None:
+    """A kind is what a region reads a campaign by: an archived report that declares one would drop out of its page."""
+    archived = results.campaign_reports(archived=True)
+    assert archived, "benchmarks/results/campaigns/archive/ holds the archived campaigns"
+    assert {name: data["kind"] for name, data in archived.items() if "kind" in data} == {}
 
 
 def test_the_must_match_table_renders_once_the_faithful_campaign_reports(

@@ -131,7 +131,7 @@ TUNED_FOR_XPPO = {
     "LunarLander-v3": LUNAR_LANDER_TUNING,
     "LunarLanderContinuous-v3": {**LUNAR_LANDER_TUNING, "learning_rate": "lin_3e-4"},
     # value normalization with RPO (the first preset), confirmed on ppo.yml's entry
-    # (benchmarks/results/campaigns/confirmation_rpo/report.md)
+    # (benchmarks/results/campaigns/archive/confirmation_rpo/report.md)
     "Pendulum-v1": {"normalize_values": True, "policy_kwargs": "dict(rpo_alpha=0.5)"},
 }
 

@@ -134,12 +134,15 @@ def render_zoo_entries(page: Path) -> str:
 
 
 def render_campaigns(page: Path) -> str:
-    """Every campaign: its report, its question, its seeds and its runs by provenance."""
+    """
+    Every campaign: its report, its question, its seeds and its runs by provenance; the archived ones (which no other
+    region reads) after the live ones, under their ``archive/`` folder, so that no campaign a page cites drops out.
+    """
     lines = [
         "| campaign (`benchmarks/results/campaigns/...`) | question | runs: current / unverified / stale (left out) |",
         "| --- | --- | --- |",
     ]
-    for campaign, data in campaign_reports().items():
+    for campaign, data in (campaign_reports() | campaign_reports(archived=True)).items():
         provenance = data.get("provenance", {})
         counts = " / ".join(str(len(provenance.get(k, []))) for k in ("current", "unverified", "stale"))
         lines.append(f"| `{campaign}` | {cell(data.get('question') or '-')} | {counts} |")

@@ -56,15 +56,25 @@ def report(campaign: str) -> dict[str, Any] | None:
     return load(RESULTS / layout.CAMPAIGNS / campaign / "report.json")
 
 
-def campaign_files(name: str) -> dict[str, dict[str, Any]]:
-    """Every campaign's file ``name`` (``"report.json"``, ``"clip_ab.json"``), by campaign (``"multi_critic/styles"``)."""
+#: The folder under the campaigns' in which campaigns no page region reads are kept (``archive/session1``): their
+#: reports stay where the prose of the pages cites them, and only the ``campaigns`` table lists them
+ARCHIVE = "archive"
+
+
+def campaign_files(name: str, archived: bool = False) -> dict[str, dict[str, Any]]:
+    """
+    Every campaign's file ``name`` (``"report.json"``, ``"clip_ab.json"``), by campaign (``"multi_critic/styles"``).
+
+    :param archived: the archived campaigns' instead (named ``"archive/session1"``); the regions read the live ones only
+    """
     root = RESULTS / layout.CAMPAIGNS
-    return {path.parent.relative_to(root).as_posix(): load(path) for path in sorted(root.rglob(name))}  # type: ignore[misc]
+    paths = [path for path in sorted(root.rglob(name)) if (path.relative_to(root).parts[0] == ARCHIVE) == archived]
+    return {path.parent.relative_to(root).as_posix(): load(path) for path in paths}  # type: ignore[misc]
 
 
-def campaign_reports() -> dict[str, dict[str, Any]]:
-    """Every campaign's report, by campaign, in the order of their folders."""
-    return campaign_files("report.json")
+def campaign_reports(archived: bool = False) -> dict[str, dict[str, Any]]:
+    """Every campaign's report, by campaign, in the order of their folders (the archived ones' with ``archived``)."""
+    return campaign_files("report.json", archived)
 
 
 def campaigns_of(kind: str) -> dict[str, dict[str, Any]]:
