@@ -22,6 +22,13 @@ after ``-optimize``) it writes ``learning_curve.png`` next to the saved model an
 ``-i`` (continue a trained agent) loads it, its ``vecnormalize.pkl`` and replay buffer without running code from them
 (docs/guide/security.md); ``--trust-code`` loads them as rl-zoo3 does, for an agent you made or trust.
 
+A training run writes resumable checkpoints into its run folder's ``resume/`` (docs/guide/resume.md): every
+``--checkpoint-minutes`` (default 5; 0: none by time), every ``--checkpoint-rollouts`` where given, and on SIGTERM (a
+scheduler's preemption: the checkpoint written at the next rollout boundary, then the command exits 0).
+``--resume [FOLDER]``, added to the run's own command, continues the latest run folder of the algorithm and env (or
+the one given) to its original budget, bit for bit (:mod:`sb3_xppo.zoo.resuming`). Not with ``-optimize``, ``-i``
+nor ``--distributed``.
+
 A training run shows a progress bar (rl-zoo3's ``-P``/``--progress`` is on by default); ``--no-progress`` turns it off,
 for logs that go to a file.
 """
@@ -36,6 +43,7 @@ import tempfile
 from collections.abc import Sequence
 
 from sb3_xppo import zoo
+from sb3_xppo.zoo import resuming
 
 #: The flag that turns the default progress bar off (rl-zoo3 has only ``-P``/``--progress``, off by default)
 NO_PROGRESS = "--no-progress"
@@ -103,6 +111,8 @@ def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
     peek.add_argument("--env", default=None)
     peek.add_argument("-f", "--log-folder", default="logs")
     peek.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
+    peek.add_argument("-i", "--trained-agent", default="")
+    peek.add_argument("--seed", default=None)
     known, _ = peek.parse_known_args(list(args))
     if known.env is None:
         known.env = zoo.default_env(known.algo)
@@ -111,6 +121,19 @@ def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
         # other algorithms keep rl-zoo3's own hyperparams/<algo>.yml
         defaults += ["--conf-file", str(zoo.CONFIG_PATHS[known.algo])]
     return defaults, known
+
+
+def _check_resume(plan: resuming.ResumePlan, known: argparse.Namespace, distributed: bool) -> None:
+    """
+    ``--resume``: refused where it cannot continue a run (the run itself is found once rl-zoo3 has read the command).
+
+    :raises ValueError: with ``-optimize``, ``-i`` or ``--distributed``
+    """
+    if plan.resume is None:
+        return
+    if known.optimize_hyperparameters or known.trained_agent or distributed:
+        raise ValueError("--resume continues a training run of one process: not with -optimize, -i nor --distributed")
+    plan.seed_given = known.seed is not None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -127,8 +150,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     trust_code, args = split_flag(args, TRUST_CODE)
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
+    plan, args = resuming.split_resume_args(args)
     defaults, known = _default_args(args)
     extra, scratch = rank_args(known) if distributed else ([], None)
+    _check_resume(plan, known, distributed)
     if progress and scratch is None:
         defaults.append("--progress")
     before = zoo.find_run_dirs(known.log_folder, known.algo, known.env)
@@ -139,15 +164,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             ray_options=ray_options,
             distributed=distributed,
             trust_code=trust_code,
+            resume=None if distributed or known.optimize_hyperparameters else plan,
         )
         with session:
             train()
+    except resuming.Preempted as stop:
+        print(stop)
+        return
     finally:
         if scratch is not None:  # a rank other than 0: its run folder was a temporary one
             shutil.rmtree(scratch, ignore_errors=True)
     if known.optimize_hyperparameters or scratch is not None:
         return
-    for run_dir in sorted(zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before):
+    runs = zoo.find_run_dirs(known.log_folder, known.algo, known.env) - before
+    for run_dir in sorted(runs | ({plan.run_dir} if plan.run_dir is not None else set())):
         path = zoo.plot_learning_curve(run_dir, known.env, algo=known.algo)
         if path is not None:
             print(f"Learning curve: {path}")

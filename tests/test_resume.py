@@ -8,13 +8,16 @@ written without pickle; bad arguments are refused by name. The SIGKILL tests are
 from __future__ import annotations
 
 import math
+import os
+import signal
 import zipfile
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common import logger as sb3_logger
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
 
 import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
@@ -188,6 +191,70 @@ def test_callbacks_that_ask_are_resumed_and_must_be_the_runs(tmp_path):
         XPPO.resume(tmp_path, env=cartpole()).learn(96, callback=ResumableCheckpoint(tmp_path))
 
 
+class SigtermDuringRollout(BaseCallback):
+    """Sends this process a SIGTERM at the ``at``-th step, in the middle of a rollout (as a scheduler would)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+
+    def _on_step(self) -> bool:
+        if self.n_calls == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return True
+
+
+def test_sigterm_writes_at_the_next_boundary_and_stops(run, tmp_path):
+    model, _ = run
+    before = signal.getsignal(signal.SIGTERM)
+    checkpoint = ResumableCheckpoint(tmp_path, every_rollouts=None, stop_on_sigterm=True)
+    stopped = XPPO("MlpPolicy", cartpole(), **SMALL).learn(TOTAL, callback=[checkpoint, SigtermDuringRollout(40)])
+    assert checkpoint.preempted and signal.getsignal(signal.SIGTERM) is before  # the handler put back
+    # step 40 of the VecEnv is in the third rollout: written after it, at 96 steps; learn() stopped one step on
+    assert [p.name for p in checkpoints(tmp_path)] == ["resume-000000000096.ckpt"] and stopped.num_timesteps == 98
+    resumed = XPPO.resume(tmp_path, env=cartpole())
+    resumed.learn(
+        TOTAL, callback=[ResumableCheckpoint(tmp_path, every_rollouts=None, stop_on_sigterm=True), SigtermDuringRollout(0)]
+    )
+    assert same(resumed, model)
+
+
+def test_a_checkpoint_by_wall_clock_time(run, tmp_path):
+    model, _ = run
+    checkpoint = ResumableCheckpoint(tmp_path, every_rollouts=None, every_seconds=1e-9, keep=99)
+    XPPO("MlpPolicy", cartpole(), **SMALL).learn(TOTAL, callback=checkpoint)
+    assert [p.name for p in checkpoints(tmp_path)] == [f"resume-{n:012d}.ckpt" for n in range(32, TOTAL, 32)]
+    resumed = XPPO.resume(checkpoints(tmp_path)[1], env=cartpole())
+    assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path / "again", every_seconds=3600)), model)
+
+
+def test_step_counting_callbacks_and_the_logger_go_on(tmp_path):
+    """SB3's CheckpointCallback saves every 5 calls; the first log dump after resuming has the last train()'s values."""
+
+    def learn(model, folder):
+        saves = CheckpointCallback(5, str(folder / "saves"))
+        return model.learn(TOTAL, callback=[ResumableCheckpoint(folder, every_rollouts=2), saves])
+
+    logs = []
+    model = XPPO("MlpPolicy", cartpole(), **SMALL)
+    learn(model, tmp_path / "run")
+    resumed = XPPO.resume(checkpoints(tmp_path / "run")[0], env=cartpole())
+    resumed.set_logger(sb3_logger.Logger(None, [Recorder(logs)]))
+    learn(resumed, tmp_path / "resumed")
+    assert sorted(p.name for p in (tmp_path / "resumed" / "saves").iterdir()) == [
+        name for name in sorted(p.name for p in (tmp_path / "run" / "saves").iterdir()) if int(name.split("_")[2]) > 64
+    ]
+    assert "train/loss" in logs[0] and logs[0]["time/total_timesteps"] == 96
+
+
+class Recorder(sb3_logger.KVWriter):
+    def __init__(self, logs: list) -> None:
+        self.logs = logs
+
+    def write(self, key_values, key_excluded, step=0) -> None:
+        self.logs.append(dict(key_values))
+
+
 def test_another_total_is_warned_of(run, tmp_path):
     _, folder = run
     with pytest.warns(UserWarning, match=r"learn\(total_timesteps=256\) of a resumed run whose total was 192"):
@@ -200,6 +267,10 @@ def test_bad_arguments_are_refused_by_name(run, tmp_path):
         ResumableCheckpoint(tmp_path, every_rollouts=0)
     with pytest.raises(ValueError, match="keep must be an int >= 1"):
         ResumableCheckpoint(tmp_path, keep=True)
+    with pytest.raises(ValueError, match="every_seconds must be a number > 0 or None, got 0"):
+        ResumableCheckpoint(tmp_path, every_seconds=0)
+    with pytest.raises(ValueError, match="would never write"):
+        ResumableCheckpoint(tmp_path, every_rollouts=None)
     with pytest.raises(TypeError, match="folder must be a path"):
         ResumableCheckpoint(3)
     with pytest.raises(TypeError, match="exact must be a bool"):

@@ -2,14 +2,15 @@
 ``resume()`` of every XPPO algorithm, and the ``learn()`` that finishes a resumed run (docs/guide/resume.md): the
 first ``learn()`` of a resumed model keeps its counters, rollout position and envs (SB3's ``_setup_learn`` with
 ``reset_num_timesteps=False``), takes ``total_timesteps`` as the run's total (not steps to add), continues the
-TensorBoard run at its step, and puts the checkpoint's callback states into the callbacks it is given.
+TensorBoard run at its step with the values the logger held at the checkpoint, and puts the checkpoint's callback
+states into the callbacks it is given.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback
 
@@ -60,5 +61,6 @@ class ResumeMixin:
                 stacklevel=3,
             )
         self._total_timesteps = total_timesteps
+        pending.restore_logger(cast(Any, self).logger)  # (BaseAlgorithm.logger, configured just now)
         pending.restore_callbacks(callback)
         return total_timesteps, callback

@@ -3,10 +3,14 @@ The state of the callbacks that ask to be resumed. A callback opts in with two m
 (JSON-like: dicts, lists, numbers, strings, numpy arrays) and ``restore_state(state)``; SB3's ``EvalCallback`` is
 resumed without them (:func:`eval_callback_state`). When a resumed model's ``learn()`` starts, the states are put
 into the callbacks it was given, matched in order and by type: the run's callbacks, built afresh the same way.
+
+Every callback's ``n_calls`` is kept too (:func:`calls_state`): SB3's callbacks that act every so many steps count
+them (``CheckpointCallback``, ``EvalCallback``), and a fresh count would shift them.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,6 +82,31 @@ def callbacks_state(root: BaseCallback | None) -> list[dict[str, Any]]:
         for callback in flattened(root)
         if resumable(callback)
     ]
+
+
+def calls_state(root: BaseCallback | None) -> list[dict[str, Any]]:
+    """:return: the type and ``n_calls`` of every callback under ``root``, in order"""
+    return [{"type": type(callback).__qualname__, "n_calls": callback.n_calls} for callback in flattened(root)]
+
+
+def restore_calls(root: BaseCallback | None, saved: list[dict[str, Any]] | None) -> None:
+    """
+    Put every callback's ``n_calls`` back, where the callbacks under ``root`` are the checkpoint's in order and type;
+    else warn that their counts start afresh (a progress bar added, say).
+    """
+    if saved is None:  # (a checkpoint written before the counts were kept)
+        return
+    callbacks = list(flattened(root))
+    given, expected = [type(c).__qualname__ for c in callbacks], [entry["type"] for entry in saved]
+    if given != expected:
+        warnings.warn(
+            f"the resumed learn() was given the callbacks {given}, the checkpoint's run had {expected}: their step "
+            "counts (n_calls) start afresh, and the callbacks that act every so many steps act at other steps",
+            stacklevel=4,
+        )
+        return
+    for callback, entry in zip(callbacks, saved, strict=True):
+        callback.n_calls = int(entry["n_calls"])
 
 
 def restore_callbacks(root: BaseCallback | None, saved: list[dict[str, Any]], exact: bool) -> None:

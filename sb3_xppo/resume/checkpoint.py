@@ -7,13 +7,20 @@ It writes at a rollout boundary: SB3's ``on_rollout_start`` event, which ``colle
 is emptied, the policy put in eval mode; ``use_sde``'s noise is drawn before it, so ``use_sde`` is refused). A
 resumed run fires the event again at the same boundary: the callbacks before this one in the list see it twice, the
 ones after it once; put it first (the zoo path does).
+
+Where checkpoints are written does not change the run: writing one reads the state and draws no random number. So
+the interval may be a count of rollouts or a wall-clock time, and a SIGTERM (a scheduler's preemption) may ask for
+one at the next boundary, after which ``learn()`` stops.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any
+import signal
+import threading
+import time
+from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback
 
@@ -21,31 +28,60 @@ from sb3_xppo.resume.files import checkpoint_name, write_checkpoint
 from sb3_xppo.resume.state import capture
 
 
+def _positive(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, kind) or cast(float, value) <= 0:
+        raise ValueError(f"{name} must be {what} or None, got {value!r}")
+
+
 class ResumableCheckpoint(BaseCallback):
     """
-    Writes a resumable checkpoint every ``every_rollouts`` rollouts, after ``train()``: atomic, checksummed, the
-    newest ``keep`` kept. ``XPPO.resume(folder, env=...)`` (and the sb3-contrib variants') returns the model as it was
-    there; ``learn()`` with the original arguments then finishes the original run, bit for bit.
+    Writes a resumable checkpoint at rollout boundaries, after ``train()``: atomic, checksummed, the newest ``keep``
+    kept. ``XPPO.resume(folder, env=...)`` (and the sb3-contrib variants') returns the model as it was there;
+    ``learn()`` with the original arguments then finishes the original run, bit for bit.
 
     :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``)
-    :param every_rollouts: write after every this many rollouts (and their update)
+    :param every_rollouts: write after every this many rollouts (and their update); None: not by count
     :param keep: how many checkpoints to keep (>= 1)
     :param verbose: 1: print where each checkpoint went
+    :param every_seconds: also write at the first boundary this many seconds of wall-clock time after the last write
+        (or the start of ``learn()``); None: not by time
+    :param stop_on_sigterm: on SIGTERM (a scheduler's preemption), write a checkpoint at the next rollout boundary and
+        stop ``learn()`` there (:attr:`preempted` then says so). The handler is installed for the time ``learn()``
+        runs, in the main thread, and the previous one put back after.
     """
 
-    def __init__(self, folder: str | os.PathLike, every_rollouts: int = 10, keep: int = 2, verbose: int = 0) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        every_rollouts: int | None = 10,
+        keep: int = 2,
+        verbose: int = 0,
+        every_seconds: float | None = None,
+        stop_on_sigterm: bool = False,
+    ) -> None:
         super().__init__(verbose)
         if not isinstance(folder, (str, os.PathLike)):
             raise TypeError(f"folder must be a path, got {type(folder).__name__}")
-        for name, value in (("every_rollouts", every_rollouts), ("keep", keep)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be an int >= 1, got {keep!r}")
+        _positive("every_rollouts", every_rollouts, int, "an int >= 1")
+        _positive("every_seconds", every_seconds, (int, float), "a number > 0")
+        if every_rollouts is None and every_seconds is None and not stop_on_sigterm:
+            raise ValueError("ResumableCheckpoint would never write: give every_rollouts, every_seconds or stop_on_sigterm")
         self.folder = pathlib.Path(folder)
-        self.every_rollouts, self.keep = every_rollouts, keep
+        self.every_rollouts, self.every_seconds, self.keep = every_rollouts, every_seconds, keep
+        self.stop_on_sigterm = stop_on_sigterm
         #: rollouts started in the run, and the count at which this callback was resumed (not written again)
         self.rollouts, self._resumed_at = 0, -1
         self._root: BaseCallback | None = None
         self.last_path: pathlib.Path | None = None
+        #: whether a SIGTERM stopped ``learn()`` after its checkpoint was written
+        self.preempted = False
+        self._sigterm = False
+        self._previous_handler: Any = None
+        self._last_write = time.monotonic()
 
     def _on_training_start(self) -> None:
         if getattr(self.model, "use_sde", False):
@@ -55,15 +91,35 @@ class ResumableCheckpoint(BaseCallback):
             raise ValueError("ResumableCheckpoint: a data-parallel run (distributed=True) cannot be checkpointed yet")
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
+        self._last_write, self.preempted, self._sigterm = time.monotonic(), False, False
+        if self.stop_on_sigterm and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._sigterm = True
+
+    def _due(self, done: int) -> bool:
+        """:return: whether the boundary after ``done`` rollouts is one to write at"""
+        if done == 0 or self.rollouts == self._resumed_at:
+            return self._sigterm
+        by_count = self.every_rollouts is not None and done % self.every_rollouts == 0
+        by_time = self.every_seconds is not None and time.monotonic() - self._last_write >= self.every_seconds
+        return by_count or by_time or self._sigterm
 
     def _on_rollout_start(self) -> None:
         self.rollouts += 1
-        done = self.rollouts - 1  # rollouts collected and trained on
-        if done > 0 and done % self.every_rollouts == 0 and self.rollouts != self._resumed_at:
+        if self._due(self.rollouts - 1):  # (rollouts collected and trained on)
             self.write()
+            if self._sigterm:
+                self.preempted = True
 
     def _on_step(self) -> bool:
-        return True
+        return not self.preempted
+
+    def _on_training_end(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGTERM, self._previous_handler)
+            self._previous_handler = None
 
     def write(self) -> pathlib.Path:
         """Write a checkpoint now (at a rollout boundary). :return: its path"""
@@ -73,6 +129,7 @@ class ResumableCheckpoint(BaseCallback):
         finally:
             self.rollouts += 1
         self.last_path = write_checkpoint(self.folder, checkpoint_name(self.model.num_timesteps), members, self.keep)
+        self._last_write = time.monotonic()
         if self.verbose >= 1:
             print(f"ResumableCheckpoint: wrote {self.last_path}")
         return self.last_path

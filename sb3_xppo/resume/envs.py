@@ -79,8 +79,9 @@ def vec_normalize_state(vec_normalize: VecNormalize | None) -> dict[str, Any] | 
         "obs_rms": _rms_state(vec_normalize.obs_rms) if vec_normalize.norm_obs else None,
         "ret_rms": _rms_state(vec_normalize.ret_rms),
         "returns": vec_normalize.returns,
-        "old_obs": vec_normalize.old_obs,
-        "old_reward": vec_normalize.old_reward,
+        # (set at its first reset or step: an eval env's is not before its first evaluation)
+        "old_obs": vars(vec_normalize).get("old_obs"),
+        "old_reward": vars(vec_normalize).get("old_reward"),
         "settings": {name: getattr(vec_normalize, name) for name in VEC_NORMALIZE_SETTINGS},
     }
 
@@ -103,7 +104,8 @@ def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, A
     _restore_rms(vec_normalize.ret_rms, state["ret_rms"])
     if exact:
         vec_normalize.returns = state["returns"].copy()
-        vec_normalize.old_obs, vec_normalize.old_reward = state["old_obs"], state["old_reward"]
+        if state["old_obs"] is not None:
+            vec_normalize.old_obs, vec_normalize.old_reward = state["old_obs"], state["old_reward"]
     else:
         vec_normalize.returns = np.zeros(vec_normalize.num_envs)
 

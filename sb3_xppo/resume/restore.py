@@ -10,10 +10,10 @@ from typing import Any
 
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from sb3_xppo.resume.callbacks import restore_callbacks
+from sb3_xppo.resume.callbacks import restore_callbacks, restore_calls
 from sb3_xppo.resume.envs import replay_envs, restore_vec_normalize
 from sb3_xppo.resume.files import read_latest
-from sb3_xppo.resume.state import MODEL, read_state, restore_model_state, restore_rng
+from sb3_xppo.resume.state import MODEL, read_state, restore_logger, restore_model_state, restore_rng
 from sb3_xppo.vec_env import make_vec_env
 
 logger = logging.getLogger(__name__)
@@ -23,13 +23,22 @@ BACKENDS = {"LeanVecEnv": "lean", "DummyVecEnv": "dummy", "SubprocVecEnv": "subp
 
 
 class PendingResume:
-    """What a resumed model's next ``learn()`` finishes: the run's total and its callbacks' states."""
+    """
+    What a resumed model's next ``learn()`` finishes: the run's total, its callbacks' states and counts, and what the
+    logger held at the checkpoint (the last ``train()``'s values, which the next log dump writes).
+    """
 
-    def __init__(self, total_timesteps: int, callbacks: list[dict[str, Any]], exact: bool) -> None:
-        self.total_timesteps, self.callbacks, self.exact = total_timesteps, callbacks, exact
+    def __init__(self, state: dict[str, Any], exact: bool) -> None:
+        self.total_timesteps: int = state["counters"]["_total_timesteps"]
+        self.callbacks, self.calls, self.logger = state["callbacks"], state.get("callback_calls"), state.get("logger")
+        self.exact = exact
 
     def restore_callbacks(self, root: Any) -> None:
         restore_callbacks(root, self.callbacks, self.exact)
+        restore_calls(root, self.calls)
+
+    def restore_logger(self, logger: Any) -> None:
+        restore_logger(logger, self.logger)
 
 
 def rebuilt_env(state: dict[str, Any]) -> VecEnv:
@@ -77,6 +86,6 @@ def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bo
             stacklevel=3,
         )
     restore_rng(model, state["rng"])
-    model._pending_resume = PendingResume(state["counters"]["_total_timesteps"], state["callbacks"], exact)
+    model._pending_resume = PendingResume(state, exact)
     logger.info("resumed %s at num_timesteps=%d", path, model.num_timesteps)
     return model

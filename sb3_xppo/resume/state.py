@@ -18,7 +18,7 @@ from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_xppo.resume.callbacks import callbacks_state
+from sb3_xppo.resume.callbacks import callbacks_state, calls_state
 from sb3_xppo.resume.codec import decode, encode
 from sb3_xppo.resume.envs import envs_state, vec_normalize_state
 
@@ -84,9 +84,36 @@ def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[st
         "vec_normalize": vec_normalize_state(model._vec_normalize_env),
         "envs": envs_state(model.env),
         "callbacks": callbacks_state(root_callback),
+        "callback_calls": calls_state(root_callback),
+        "logger": logger_state(model),
     }
     text, arrays = encode(state)
     return {MODEL: model_file.getvalue(), STATE: text, ARRAYS: arrays}
+
+
+def logger_state(model: BaseAlgorithm) -> dict[str, Any] | None:
+    """
+    :return: what the model's logger holds for its next dump: the last ``train()``'s values, recorded after the
+        previous dump (numbers and strings; SB3's other kinds, figures, videos, are not kept)
+    """
+    logger = getattr(model, "_logger", None)
+    if logger is None:
+        return None
+    keys = [key for key, value in logger.name_to_value.items() if isinstance(value, (bool, int, float, str, np.generic))]
+    return {
+        "values": {key: logger.name_to_value[key] for key in keys},
+        "counts": {key: logger.name_to_count[key] for key in keys if key in logger.name_to_count},
+        "excluded": {key: logger.name_to_excluded[key] for key in keys if key in logger.name_to_excluded},
+    }
+
+
+def restore_logger(logger: Any, state: dict[str, Any] | None) -> None:
+    """Put the values :func:`logger_state` kept into a resumed run's logger, for its first dump."""
+    if state is None:
+        return
+    logger.name_to_value.update(state["values"])
+    logger.name_to_count.update(state["counts"])
+    logger.name_to_excluded.update(state["excluded"])
 
 
 def read_state(members: dict[str, bytes]) -> dict[str, Any]:

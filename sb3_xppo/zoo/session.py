@@ -15,6 +15,8 @@ A session changes:
   table, ``VecNormalize.load``, SB3's ``load_from_pkl`` (replay buffers), rl-zoo3's ``get_saved_hyperparams`` and
   ``yaml.UnsafeLoader`` (what its ``enjoy`` and ``record_video`` read ``args.yml`` with), so that no code from the
   agent's files runs; with ``--trust-code``, instead, the package's algorithms load as SB3 does;
+- resumable runs (:mod:`sb3_xppo.zoo.resuming`): rl-zoo3's ``make_vec_env`` (an ``ActionRecorder`` beneath each
+  Monitor) and ``ExperimentManager``'s ``create_callbacks``, ``setup_experiment`` and ``learn``;
 - when training: rl-zoo3's ``ExperimentManager.default_vec_env_cls`` and ``_preprocess_hyperparams``, wrapped once
   (the VecEnv, :mod:`sb3_xppo.zoo.vec_envs`; ``distributed=True`` with ``--distributed``; the entry's keywords checked
   before any env is built), and ``hyperparameters_optimization`` (optuna's tables created first,
@@ -31,7 +33,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from sb3_xppo.zoo import evaluation, loading, storage, vec_envs
+from sb3_xppo.zoo import evaluation, loading, resuming, storage, vec_envs
 from sb3_xppo.zoo.registration import algorithm_tables
 
 
@@ -217,6 +219,21 @@ def preprocessing(
     return preprocess_and_check
 
 
+def install_checkpoints(patches: Patches, plan: resuming.ResumePlan) -> None:
+    """
+    Resumable training runs (:mod:`.resuming`): rl-zoo3's envs built with an ``ActionRecorder`` beneath each Monitor,
+    a ``ResumableCheckpoint`` first among its callbacks, and with ``--resume`` its ``setup_experiment`` continuing the
+    run; its ``learn`` raises :class:`~sb3_xppo.zoo.resuming.Preempted` where a SIGTERM stopped the run.
+    """
+    import rl_zoo3.exp_manager
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    patches.set(rl_zoo3.exp_manager, "make_vec_env", resuming.recording_make_vec_env(rl_zoo3.exp_manager.make_vec_env, plan))
+    patches.set(ExperimentManager, "create_callbacks", resuming.with_checkpoint(ExperimentManager.create_callbacks, plan))
+    patches.set(ExperimentManager, "setup_experiment", resuming.resuming_setup(ExperimentManager.setup_experiment, plan))
+    patches.set(ExperimentManager, "learn", resuming.stopping_when_preempted(ExperimentManager.learn, plan))
+
+
 def install_argv(patches: Patches, args: Sequence[str]) -> None:
     """``sys.argv``: the program's name and ``args``, as rl-zoo3's command functions parse it."""
     patches.set(sys, "argv", [sys.argv[0] if sys.argv else "sb3_xppo", *args])
@@ -230,6 +247,7 @@ def zoo_session(
     ray_options: dict[str, Any] | None = None,
     distributed: bool = False,
     trust_code: bool = False,
+    resume: resuming.ResumePlan | None = None,
 ) -> Iterator[None]:
     """
     While the block runs, rl-zoo3's ``train`` (``training=True``) or ``enjoy`` and ``record_video`` run on ``args``
@@ -243,10 +261,11 @@ def zoo_session(
     :param distributed: ``--distributed``: the model is built with ``distributed=True`` (training only)
     :param trust_code: ``--trust-code``: load agents, statistics and settings as rl-zoo3 and SB3 do, running their
         code (default: none runs, :func:`install_safe_loading`)
+    :param resume: resumable checkpoints, and the run to continue (training only; None: none written)
     :raises ValueError: for Ray options with another ``--vec-env``, before anything is changed
     """
-    if not training and (vec_env is not None or ray_options or distributed):
-        raise ValueError("zoo_session: vec_env, ray_options and distributed are options of training, not of enjoy")
+    if not training and (vec_env is not None or ray_options or distributed or resume is not None):
+        raise ValueError("zoo_session: vec_env, ray_options, distributed and resume are options of training, not of enjoy")
 
     def session(patches: Patches) -> None:
         install_algorithms(patches)
@@ -255,6 +274,8 @@ def zoo_session(
         extra = install_vec_env(patches, vec_env, ray_options, distributed) if training else []
         if training:
             install_storage_tables(patches)
+        if resume is not None:
+            install_checkpoints(patches, resume)
         install_argv(patches, [*args, *extra])
 
     with applied(session):

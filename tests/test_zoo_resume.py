@@ -1,0 +1,171 @@
+"""
+The main job's resumable runs (docs/guide/resume.md, :mod:`sb3_xppo.zoo.resuming`): ``python -m sb3_xppo.train`` run
+as a real process, stopped by SIGTERM (it writes a checkpoint at the next rollout boundary and exits 0) and then
+killed with SIGKILL at random moments, each time continued with ``--resume``. The run it finishes ends with the
+model, Adam's state, VecNormalize's statistics, the ``evaluations.npz``, the Monitor files' episodes and the
+TensorBoard steps of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch as th
+
+from sb3_xppo.common.safe_load import load_vec_normalize
+from sb3_xppo.train import main as train_main
+from sb3_xppo.zoo.resuming import LATEST, ResumePlan, split_resume_args
+
+RUN = "xppo/CartPole-v1_1"
+#: 24 rollouts of 8 envs x 32 steps; the entry's VecNormalize, evaluations and TensorBoard on
+COMMAND = [
+    *("--env", "CartPole-v1", "-n", "6144", "--seed", "3", "--eval-freq", "1024", "--eval-episodes", "2"),
+    *("-params", "normalize:True", "--checkpoint-rollouts", "1", "--no-progress", "--verbose", "0"),
+]
+KILLS = 5
+
+
+def command(folder: pathlib.Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "sb3_xppo.train", *COMMAND, "-f", str(folder / "logs"), "-tb", str(folder / "tb"), *extra]
+
+
+def start(folder: pathlib.Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        command(folder, *extra),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def checkpoints(folder: pathlib.Path) -> list[str]:
+    return sorted(path.name for path in (folder / "logs" / RUN / "resume").glob("resume-*.ckpt"))
+
+
+def wait_for_progress(process: subprocess.Popen, folder: pathlib.Path, past: list[str]) -> None:
+    """Until the run has written a checkpoint newer than ``past``'s newest (it is under way again)."""
+    deadline = time.monotonic() + 120
+    while not (checkpoints(folder) and (not past or checkpoints(folder)[-1] > past[-1])):
+        assert process.poll() is None, f"the run ended before it was stopped:\n{process.communicate()[0][-3000:]}"
+        assert time.monotonic() < deadline, "no checkpoint in 120 s"
+        time.sleep(0.01)
+
+
+def outcome(folder: pathlib.Path) -> dict[str, Any]:
+    run = folder / "logs" / RUN
+    with zipfile.ZipFile(run / "CartPole-v1.zip") as archive:
+        policy = th.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
+        adam = th.load(io.BytesIO(archive.read("policy.optimizer.pth")), weights_only=True)
+    statistics = load_vec_normalize(str(run / "CartPole-v1" / "vecnormalize.pkl"))
+    with np.load(run / "evaluations.npz") as evaluations:
+        evals = {key: evaluations[key] for key in evaluations.files}
+    monitors = [pd.read_csv(run / f"{i}.monitor.csv", skiprows=1)[["r", "l"]] for i in range(8)]
+    return {"policy": policy, "adam": adam, "vec_normalize": statistics, "evals": evals, "monitors": monitors}
+
+
+def tensorboard_steps(folder: pathlib.Path) -> tuple[list[str], set[int]]:
+    """:return: the TensorBoard run folders and the steps at which ``train/loss`` was logged in them"""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    runs = sorted(path.name for path in (folder / "tb" / "CartPole-v1").iterdir())
+    steps: set[int] = set()
+    for events in (folder / "tb" / "CartPole-v1").rglob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        if "train/loss" in accumulator.Tags()["scalars"]:
+            steps.update(event.step for event in accumulator.Scalars("train/loss"))
+    return runs, steps
+
+
+def assert_same_outcome(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    assert ours["policy"].keys() == theirs["policy"].keys()
+    assert all(th.equal(ours["policy"][k], theirs["policy"][k]) for k in ours["policy"])
+    for a, b in zip(ours["adam"]["state"].values(), theirs["adam"]["state"].values(), strict=True):
+        assert all(th.equal(a[k], b[k]) for k in a)
+    x, y = ours["vec_normalize"], theirs["vec_normalize"]
+    assert np.array_equal(x.obs_rms.mean, y.obs_rms.mean) and np.array_equal(x.ret_rms.var, y.ret_rms.var)
+    assert ours["evals"].keys() == theirs["evals"].keys()
+    assert all(np.array_equal(ours["evals"][k], theirs["evals"][k]) for k in ours["evals"])
+    assert all(a.equals(b) for a, b in zip(ours["monitors"], theirs["monitors"], strict=True))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    subprocess.run(command(folder), cwd=folder, check=True, capture_output=True, timeout=300)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted, tmp_path):
+    rng = random.Random(0)
+    process = start(tmp_path)
+    wait_for_progress(process, tmp_path, [])
+    process.send_signal(signal.SIGTERM)  # a scheduler's preemption: a checkpoint at the next boundary, then exit 0
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output[-3000:]
+    assert "SIGTERM: stopped at a rollout boundary" in output
+    assert not (tmp_path / "logs" / RUN / "CartPole-v1.zip").exists()  # no final model: the run is not over
+    for _ in range(KILLS):
+        past = checkpoints(tmp_path)
+        process = start(tmp_path, "--resume")
+        wait_for_progress(process, tmp_path, past)
+        time.sleep(rng.uniform(0, 0.3))
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    done = subprocess.run(command(tmp_path, "--resume"), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Resuming" in done.stdout
+    assert_same_outcome(outcome(tmp_path), outcome(uninterrupted))
+    assert sorted(path.name for path in (tmp_path / "logs" / "xppo").iterdir()) == ["CartPole-v1_1"]  # no new run
+    runs, steps = tensorboard_steps(tmp_path)
+    assert (runs, steps) == tensorboard_steps(uninterrupted)  # one TensorBoard run, continued at the right steps
+    assert runs == ["XPPO_1"]
+
+
+def test_resume_refuses_a_command_that_is_not_the_runs(uninterrupted, tmp_path, capsys):
+    logs = str(uninterrupted / "logs")
+    other = [*COMMAND, "-f", logs, "-tb", str(uninterrupted / "tb"), "--resume"]
+    other[other.index("6144")] = "8192"
+    with pytest.raises(ValueError, match=r"not the run's .*n_timesteps: 6144 then, 8192 now"):
+        train_main(other)
+
+
+def test_resume_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no run of xppo on CartPole-v1"):
+        train_main(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"])
+    (tmp_path / "xppo" / "CartPole-v1_1").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="has no resumable checkpoint"):
+        train_main(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"])
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        train_main(["--env", "CartPole-v1", "--resume", str(tmp_path / "nowhere")])
+    for flag in (["-optimize"], ["-i", "agent.zip"]):
+        with pytest.raises(ValueError, match="not with -optimize, -i nor --distributed"):
+            train_main(["--env", "CartPole-v1", "-f", str(tmp_path), *flag, "--resume"])
+
+
+def test_resume_arguments():
+    plan, rest = split_resume_args(["--env", "X", "--resume", "--checkpoint-rollouts=3"])
+    assert (plan.resume, plan.minutes, plan.rollouts, rest) == (LATEST, 5.0, 3, ["--env", "X"])
+    plan, rest = split_resume_args(["--resume", "logs/xppo/X_2", "--checkpoint-minutes", "0"])
+    assert (plan.resume, plan.minutes, rest) == ("logs/xppo/X_2", None, [])
+    assert split_resume_args([])[0] == ResumePlan()
+    assert ResumePlan(minutes=None).describe() == "on SIGTERM"
+    with pytest.raises(ValueError, match="--checkpoint-minutes must be >= 0"):
+        split_resume_args(["--checkpoint-minutes", "-1"])
+    with pytest.raises(ValueError, match="--checkpoint-rollouts >= 1"):
+        split_resume_args(["--checkpoint-rollouts", "0"])
