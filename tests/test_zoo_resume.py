@@ -169,3 +169,19 @@ def test_resume_arguments():
         split_resume_args(["--checkpoint-minutes", "-1"])
     with pytest.raises(ValueError, match="--checkpoint-rollouts >= 1"):
         split_resume_args(["--checkpoint-rollouts", "0"])
+    assert not split_resume_args(["--resume", "--inexact"])[0].exact
+    with pytest.raises(ValueError, match="--inexact is an option of --resume"):
+        split_resume_args(["--inexact"])
+
+
+def test_envs_that_cannot_be_replayed_resume_inexactly(tmp_path):
+    """A run on EnvPool's envs (no ActionRecorder): --resume names --inexact, which resumes with fresh envs."""
+    pytest.importorskip("envpool")
+    args = [*("--env", "CartPole-v1", "-n", "1024", "--eval-freq", "-1", "--checkpoint-rollouts", "2", "--no-progress")]
+    args += ["--verbose", "0", "-f", str(tmp_path), "--vec-env", "envpool"]
+    train_main(args)
+    with pytest.raises(ValueError, match=r"env 0 has no ActionRecorder.*add --inexact to --resume"):
+        train_main([*args, "--resume"])
+    with pytest.warns(UserWarning, match="exact=False: the envs are reset afresh"):
+        train_main([*args, "--resume", "--inexact"])
+    assert (tmp_path / RUN / "CartPole-v1.zip").is_file()

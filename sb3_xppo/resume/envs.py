@@ -115,7 +115,10 @@ def envs_state(venv: VecEnv) -> dict[str, Any]:
     reason = not_replayable(venv)
     n_envs = venv.num_envs
     state: dict[str, Any] = {"n_envs": n_envs, "vec_env": type(venv.unwrapped).__name__, "not_replayable": reason}
-    spec = venv.get_attr("spec", indices=[0])[0]
+    try:
+        spec = venv.get_attr("spec", indices=[0])[0]
+    except AttributeError:  # (EnvPool's envs are C++ objects, without one)
+        spec = None
     state["env_id"] = spec.id if spec is not None else None
     state["pending"] = {name: getattr(venv.unwrapped, name) for name in VEC_ENV_STATE}
     if reason is None:

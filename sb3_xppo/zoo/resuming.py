@@ -4,7 +4,8 @@ The main job's resumable runs (docs/guide/resume.md). ``python -m sb3_xppo.train
 5, so a run shorter than that writes none; 0: none by time), every ``--checkpoint-rollouts`` where given, and on
 SIGTERM (a scheduler's preemption), after which the command exits 0. ``--resume [FOLDER]`` continues the latest run
 folder of the algorithm and env, or the one given, to its original budget: in the same folder, the same
-``evaluations.npz`` and model, its Monitor files continued from the checkpoint, TensorBoard at its step.
+``evaluations.npz`` and model, its Monitor files continued from the checkpoint, TensorBoard at its step. Where the
+envs cannot be replayed (EnvPool, Ray), ``--inexact`` resumes with them reset afresh, as SB3 does.
 
 This module holds the plan (:class:`ResumePlan`) and what the session wraps rl-zoo3's ``ExperimentManager`` with
 (:func:`recording_make_vec_env`, :func:`with_checkpoint`, :func:`resuming_setup`, :func:`stopping_when_preempted`);
@@ -74,6 +75,8 @@ class ResumePlan:
     rollouts: int | None = None
     #: whether the command gives ``--seed`` (else a resumed run takes the saved one)
     seed_given: bool = False
+    #: ``--inexact``: the envs reset afresh on resume (``exact=False``), where they cannot be replayed
+    exact: bool = True
     run_dir: str | None = None
     checkpoint: pathlib.Path | None = None
     state: dict[str, Any] | None = None
@@ -116,14 +119,17 @@ def split_resume_args(args: Sequence[str]) -> tuple[ResumePlan, list[str]]:
     parser.add_argument("--resume", nargs="?", const=LATEST, default=None)
     parser.add_argument("--checkpoint-minutes", type=float, default=DEFAULT_MINUTES)
     parser.add_argument("--checkpoint-rollouts", type=int, default=None)
+    parser.add_argument("--inexact", action="store_true")
     known, rest = parser.parse_known_args(list(args))
+    if known.inexact and known.resume is None:
+        raise ValueError("--inexact is an option of --resume (the envs reset afresh instead of replayed)")
     if known.checkpoint_minutes < 0 or (known.checkpoint_rollouts is not None and known.checkpoint_rollouts < 1):
         raise ValueError(
             f"--checkpoint-minutes must be >= 0 (0: none by time) and --checkpoint-rollouts >= 1, got "
             f"{known.checkpoint_minutes} and {known.checkpoint_rollouts}"
         )
     minutes = known.checkpoint_minutes or None
-    return ResumePlan(known.resume, minutes, known.checkpoint_rollouts), rest
+    return ResumePlan(known.resume, minutes, known.checkpoint_rollouts, exact=not known.inexact), rest
 
 
 def _run_number(run_dir: str, env_prefix: str) -> int:
@@ -200,9 +206,18 @@ def resuming_setup(setup: Callable[[Any], Any], plan: ResumePlan) -> Callable[[A
         model, saved_hyperparams = setup(manager)
         steps = plan.state["counters"]["num_timesteps"]
         print(f"Resuming {plan.run_dir} (seed {manager.seed}) from {plan.checkpoint} at {steps} steps")
-        resumed = type(model).resume(
-            plan.checkpoint, env=model.get_env(), device=manager.device, custom_objects=schedules_of(model)
-        )
+        try:
+            resumed = type(model).resume(
+                plan.checkpoint,
+                env=model.get_env(),
+                exact=plan.exact,
+                device=manager.device,
+                custom_objects=schedules_of(model),
+            )
+        except ValueError as error:
+            if "exact=False" not in str(error):
+                raise
+            raise type(error)(f"{error} (python -m sb3_xppo.train: add --inexact to --resume)") from error
         return resumed, saved_hyperparams
 
     return setup_experiment
