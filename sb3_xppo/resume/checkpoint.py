@@ -17,7 +17,7 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_xppo.resume.files import checkpoint_name, write_checkpoint
+from sb3_xppo.resume.ranks import check_keep, write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
 
@@ -27,9 +27,10 @@ class ResumableCheckpoint(BaseCallback):
     newest ``keep`` kept. ``XPPO.resume(folder, env=...)`` (and the sb3-contrib variants') returns the model as it was
     there; ``learn()`` with the original arguments then finishes the original run, bit for bit.
 
-    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``)
+    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``; a data-parallel run's in ``rank-<r>/``,
+        each rank writing its own at the same boundary: give every rank the callback)
     :param every_rollouts: write after every this many rollouts (and their update)
-    :param keep: how many checkpoints to keep (>= 1)
+    :param keep: how many checkpoints to keep (>= 1; per rank, >= 2, on a data-parallel run)
     :param verbose: 1: print where each checkpoint went
     """
 
@@ -50,9 +51,7 @@ class ResumableCheckpoint(BaseCallback):
     def _on_training_start(self) -> None:
         if getattr(self.model, "use_sde", False):
             raise ValueError("ResumableCheckpoint: use_sde draws its noise before the rollout boundary; not supported yet")
-        data_parallel = getattr(self.model, "_data_parallel", None)
-        if data_parallel is not None and data_parallel.n_processes > 1:
-            raise ValueError("ResumableCheckpoint: a data-parallel run (distributed=True) cannot be checkpointed yet")
+        check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
 
@@ -72,7 +71,7 @@ class ResumableCheckpoint(BaseCallback):
             members = capture(self.model, self._root)
         finally:
             self.rollouts += 1
-        self.last_path = write_checkpoint(self.folder, checkpoint_name(self.model.num_timesteps), members, self.keep)
+        self.last_path = write_rank_checkpoint(self.model, self.folder, members, self.keep)
         if self.verbose >= 1:
             print(f"ResumableCheckpoint: wrote {self.last_path}")
         return self.last_path
