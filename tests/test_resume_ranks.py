@@ -2,8 +2,9 @@
 Resumable checkpoints of a data-parallel run (``distributed=True``, docs/guide/resume.md): two real gloo ranks, each
 forked from the test with the launcher's environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``, as
 tests/test_distributed.py sets it) and running ``tests/resume_child.py``'s ``ranks`` configuration, both in one process
-group. The group is killed with SIGKILL at random moments, the first time while rank 1 is in the middle of writing a
-checkpoint that rank 0 has written; each time the ranks resume from the newest checkpoint they both have. Both ranks
+group. The group is killed with SIGKILL at random moments, the first two times while rank 1 is in the middle of writing
+a checkpoint that rank 0 has written; each time the ranks resume from the newest checkpoint they both have (or, where
+they have none in common, start afresh). Both ranks
 end with the parameters, Adam's state and VecNormalize's statistics of an uninterrupted 2-rank run, bit for bit.
 Another number of ranks, a run without the launcher, and a checkpoint of one process on ranks are refused by name.
 """
@@ -31,6 +32,7 @@ from test_resume_kill import differences
 
 from sb3_xppo import XPPO, ResumableCheckpoint
 from sb3_xppo.resume import CorruptCheckpointError, checkpoints
+from sb3_xppo.resume.files import checkpoint_name
 from sb3_xppo.resume.ranks import agreed_step, any_rank, rank_folder
 from sb3_xppo.vec_env import make_vec_env
 
@@ -126,18 +128,18 @@ def test_two_ranks_killed_at_random_moments_resume_bit_for_bit(tmp_path: pathlib
     rng = random.Random("resume-ranks")
     reference = Ranks(2, tmp_path / "reference", str(tmp_path / "reference{rank}.npz"), plain=True)
     folder, out = tmp_path / "run", str(tmp_path / "run{rank}.npz")
-    # first: rank 1 stopped in the middle of its second write, which rank 0 has made (rank 0 one checkpoint ahead)
-    first = Ranks(2, folder, out, pause=2)
-    assert first.follow(lambda reports: "WRITING" in reports[1] and "ROLLOUT 2" in reports[0])
-    assert [path.name for path in checkpoints(rank_folder(folder, 0))] == [
-        "resume-000000000064.ckpt",
-        "resume-000000000128.ckpt",
-    ]
-    assert [path.name for path in checkpoints(rank_folder(folder, 1))] == ["resume-000000000064.ckpt"]
-    assert list(rank_folder(folder, 1).glob(".resume-000000000128.ckpt.tmp"))
+    # rank 1 stopped in the middle of its first write, which rank 0 has made: no checkpoint both ranks have, so the next
+    # run starts afresh (the ranks agree on it); that one stopped in the middle of rank 1's second write
+    for pause, rank0, rank1 in ((1, [STEP], []), (2, [STEP, 2 * STEP], [STEP])):
+        ranks = Ranks(2, folder, out, pause=pause)
+        assert ranks.follow(lambda reports, pause=pause: "WRITING" in reports[1] and f"ROLLOUT {pause}" in reports[0])
+        assert resumed_at(ranks.reports) == set(), ranks.reports
+        assert [path.name for path in checkpoints(rank_folder(folder, 0))] == [checkpoint_name(step) for step in rank0]
+        assert [path.name for path in checkpoints(rank_folder(folder, 1))] == [checkpoint_name(step) for step in rank1]
+        assert list(rank_folder(folder, 1).glob(f".{checkpoint_name(pause * STEP)}.tmp"))
     # then each run killed at a random moment of its second or third rollout (once both have written one of their own)
     history = []
-    for index in range(KILLS - 1):
+    for index in range(KILLS - 2):
         target, delay = rng.randint(2, 3), rng.uniform(0.0, 0.05)
         ranks = Ranks(2, folder, out)
         assert ranks.follow(lambda reports, target=target: rollouts(reports[0]) >= target, delay), ranks.reports
