@@ -25,12 +25,14 @@ from typing import Any
 
 import pytest
 import torch as th
+import torch.distributed as dist
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import resume_child
 from test_resume_kill import differences
 
 from sb3_xppo import XPPO, ResumableCheckpoint
+from sb3_xppo.common.distributed import ProcessGroup
 from sb3_xppo.resume import CorruptCheckpointError, checkpoints
 from sb3_xppo.resume.files import checkpoint_name
 from sb3_xppo.resume.ranks import agreed_step, any_rank, rank_folder
@@ -256,3 +258,30 @@ def test_keep_1_is_refused_on_ranks_only(tmp_path: pathlib.Path) -> None:
     model = XPPO("MlpPolicy", make_vec_env("CartPole-v1", 2, seed=0), **resume_child.SMALL)
     model.learn(64, callback=ResumableCheckpoint(tmp_path / "one", every_rollouts=1, keep=1))  # in one process: fine
     assert len(checkpoints(tmp_path / "one")) == 1
+
+
+def _heartbeats(connection: Any) -> None:
+    """One rank: its heartbeat's times while beating, then after :meth:`ProcessGroup.close`."""
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    dist.init_process_group("gloo")
+    group = ProcessGroup(30.0, heartbeat=0.05)
+    beats = [group._read_beat(0)[0]]
+    time.sleep(0.3)
+    beats.append(group._read_beat(0)[0])
+    group.close()
+    time.sleep(0.1)  # (a beat under way when it closed)
+    beats.append(group._read_beat(0)[0])
+    time.sleep(0.3)
+    beats.append(group._read_beat(0)[0])
+    connection.send(beats)
+
+
+def test_a_closed_process_group_stops_its_heartbeat() -> None:
+    """(a resume that fails after joining closes its group: the model built instead beats alone)"""
+    receiver, sender = FORK.Pipe(duplex=False)
+    process = FORK.Process(target=_heartbeats, args=(sender,))
+    process.start()
+    sender.close()
+    process.join(60)
+    before, beating, closed, later = receiver.recv()
+    assert beating > before and later == closed  # it beat every 0.05 s, then no more
