@@ -30,9 +30,9 @@ from stable_baselines3.common.utils import get_device
 from sb3_xppo.common.distributed import LAUNCH_COMMAND, DataParallel, ProcessGroup, check_launched, rank_device
 from sb3_xppo.common.options import XPPOOptions
 from sb3_xppo.resume.files import (
-    SUFFIX,
     CorruptCheckpointError,
     checkpoint_name,
+    checkpoint_step,
     checkpoints,
     read_checkpoint,
     write_checkpoint,
@@ -138,7 +138,7 @@ def survey(folder: pathlib.Path, rank: int) -> tuple[dict[int, dict[str, bytes]]
     good: dict[int, dict[str, bytes]] = {}
     summary: dict[str, Any] = {"rank": rank, "good": [], "bad": {}, "worlds": [], "timeout": None}
     for path in checkpoints(folder):
-        step = int(path.name.removeprefix("resume-").removesuffix(SUFFIX))
+        step = checkpoint_step(path)
         try:
             members = read_checkpoint(path)
             ranks = rank_of(members)
@@ -210,11 +210,7 @@ def read_on_ranks(folder: str | os.PathLike, kwargs: dict[str, Any]) -> tuple[pa
         launcher, with ``distributed=False`` or on another number of ranks
     """
     source = pathlib.Path(folder)
-    root, only = (
-        (source.parent.parent, int(source.name.removeprefix("resume-").removesuffix(SUFFIX)))
-        if source.is_file()
-        else (source, None)
-    )
+    root, only = (source.parent.parent, checkpoint_step(source)) if source.is_file() else (source, None)
     written = len(rank_folders(root))
     if not written:
         raise ValueError(f"{folder} holds the checkpoints of a run in one process: resume it without distributed=True")
