@@ -4,8 +4,8 @@ A training run for tests/test_resume_kill.py, run in its own process (forked by 
 else starts; it reports ``ROLLOUT n`` at each rollout's start (the test kills it at random moments in between), and
 at the end writes the model's parameters, optimizer state, VecNormalize statistics and evaluation history to OUT (an
 .npz) and reports ``DONE``. ``plain``: no checkpoints (the uninterrupted reference). ``pause``: the first checkpoint
-write reports ``WRITING`` after its temporary file is written and fsynced, then waits to be killed (a kill in the
-middle of a write).
+write (or the ``pause``-th) reports ``WRITING`` after its temporary file is written and fsynced, then waits to be killed
+(a kill in the middle of a write). ``RESUMED n`` reports a resume at ``num_timesteps`` n.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
 from sb3_xppo import XPPO, MaskableXPPO, RecurrentXPPO, ResumableCheckpoint
 from sb3_xppo.envs import LUNAR_LANDER_GROUP_NAMES
-from sb3_xppo.resume import checkpoints, files
+from sb3_xppo.resume import files
+from sb3_xppo.resume.ranks import any_rank
 from sb3_xppo.vec_env import make_vec_env
 
 SMALL = dict(n_steps=16, batch_size=32, n_epochs=2, seed=3, device="cpu", policy_kwargs=dict(net_arch=[16]))
@@ -55,6 +56,14 @@ CONFIGS = {
     "maskable": (MaskableXPPO, lambda: make_vec_env("sb3_xppo/GridMaze-v0", 2, seed=0), SMALL, 768, False),
     "mujoco": (XPPO, lambda: VecNormalize(make_vec_env("Hopper-v5", 2, seed=0)), SMALL, 768, False),
     "eval_callback": (XPPO, lambda: make_vec_env("CartPole-v1", 2, seed=0), SMALL, 768, True),
+    # one rank of a data-parallel run (tests/test_resume_ranks.py starts the ranks): 24 rollouts of 2 ranks x 2 envs x 16
+    "ranks": (
+        XPPO,
+        lambda: VecNormalize(make_vec_env("CartPole-v1", 2, seed=0)),
+        {**SMALL, "distributed": True, "distributed_timeout": 60.0},
+        1536,
+        False,
+    ),
 }
 
 
@@ -66,14 +75,16 @@ class Progress(BaseCallback):
         self.report = report
 
     def _on_rollout_start(self) -> None:
-        self.report(f"ROLLOUT {self.model.num_timesteps // (self.model.n_steps * self.model.n_envs)}")
+        ranks = self.model._data_parallel.n_processes  # (num_timesteps counts every rank's steps)
+        self.report(f"ROLLOUT {self.model.num_timesteps // (self.model.n_steps * self.model.n_envs * ranks)}")
 
     def _on_step(self) -> bool:
         return True
 
 
-def pause_before_rename(report: Callable[[str], None]) -> None:
-    real_replace = os.replace
+def pause_before_rename(report: Callable[[str], None], at: int) -> None:
+    """The ``at``-th checkpoint write reports ``WRITING`` before its rename, then waits to be killed."""
+    real_replace, writes = os.replace, []
 
     class PausingOs:
         def __getattr__(self, name):
@@ -81,8 +92,10 @@ def pause_before_rename(report: Callable[[str], None]) -> None:
 
         @staticmethod
         def replace(source, target):
-            report("WRITING")
-            time.sleep(600)
+            writes.append(target)
+            if len(writes) == at:
+                report("WRITING")
+                time.sleep(600)
             real_replace(source, target)
 
     files.os = PausingOs()
@@ -104,10 +117,18 @@ def fingerprint(model, evaluations) -> dict[str, np.ndarray]:
 
 
 def main(
-    config: str, folder: str, out: str, plain: bool = False, pause: bool = False, report: Callable[[str], None] = print
+    config: str,
+    folder: str,
+    out: str,
+    plain: bool = False,
+    pause: int = 0,
+    report: Callable[[str], None] = print,
+    sigterm: bool = False,
 ) -> None:
     algorithm, build, keywords, total, with_eval = CONFIGS[config]
-    callbacks: list[BaseCallback] = [] if plain else [ResumableCheckpoint(folder, every_rollouts=1, keep=2)]
+    # (sigterm: a checkpoint on SIGTERM only, after which learn() stops: the run reports PREEMPTED, not DONE)
+    checkpoint = ResumableCheckpoint(folder, every_rollouts=None if sigterm else 1, keep=2, stop_on_sigterm=sigterm)
+    callbacks: list[BaseCallback] = [] if plain else [checkpoint]
     evaluations = None
     if with_eval:
         eval_env = make_vec_env("CartPole-v1", 1, seed=100)
@@ -115,13 +136,24 @@ def main(
         callbacks.append(evaluations)
     callbacks.append(Progress(report))
     if pause:
-        pause_before_rename(report)
-    if not plain and checkpoints(folder):
-        model = algorithm.resume(folder, env=build())
-    else:
+        pause_before_rename(report, int(pause))
+    model = None
+    if not plain:
+        try:  # (a data-parallel run's ranks agree whether there is a checkpoint every rank has)
+            model = algorithm.resume(folder, env=build())
+            report(f"RESUMED {model.num_timesteps}")
+        except FileNotFoundError:
+            pass
+    if model is None:
         model = algorithm("MlpLstmPolicy" if algorithm is RecurrentXPPO else "MlpPolicy", build(), **keywords)
     model.learn(total, callback=callbacks)
+    if checkpoint.preempted:
+        report(f"PREEMPTED {model.num_timesteps}")
+        return
     np.savez(out, **fingerprint(model, evaluations))
+    if keywords.get("distributed"):  # any_rank, as a stop on SIGTERM asks it: rank 1's flag only, then none
+        rank = model._data_parallel.rank
+        report(f"ANY {any_rank(rank == 1, model)} {any_rank(False, model)}")
     report("DONE")
 
 

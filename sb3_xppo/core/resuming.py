@@ -30,13 +30,16 @@ class ResumeMixin:
         ``learn()`` with the run's arguments (the same ``total_timesteps``, its callbacks built afresh) then finishes
         the run, bit for bit.
 
-        :param folder: the checkpoint folder, or one checkpoint file
+        :param folder: the checkpoint folder, or one checkpoint file; a data-parallel run's resumes on as many ranks,
+            each calling ``resume()`` under the launcher, at the newest step every rank has complete and good
         :param env: the run's env, built as it was (None: rebuilt where it is ``make_vec_env``'s of an env id)
         :param exact: rebuild the envs by replay, checked bit for bit (an env that does not replay exactly is a
             :class:`~sb3_xppo.resume.ReplayMismatchError` naming its index and step); False: reset them, as SB3 does
         :param kwargs: ``load()``'s keywords (``device``, ``trust_code``, ...)
         :return: the model
         :raises ~sb3_xppo.resume.CorruptCheckpointError: the newest checkpoint is corrupt (the previous good one named)
+        :raises ValueError: a data-parallel run's checkpoint on another number of ranks, or without the launcher
+        :raises FileNotFoundError: no checkpoint (on ranks: none that every rank has; every rank raises it alike)
         """
         return resume_model(cls, folder, env=env, exact=exact, **kwargs)
 

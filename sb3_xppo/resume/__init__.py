@@ -1,7 +1,8 @@
 """
 Resumable checkpoints (docs/guide/resume.md): :class:`ResumableCheckpoint` writes them, ``XPPO.resume`` (and the
 sb3-contrib variants') reads them (:func:`resume_model`); the envs are rebuilt by replay
-(:mod:`sb3_xppo.vec_env.replay`).
+(:mod:`sb3_xppo.vec_env.replay`); on a data-parallel run each rank writes and reads its own
+(:mod:`sb3_xppo.resume.ranks`).
 
 Layer 2: imports ``common`` and ``vec_env``.
 """

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_xppo.resume.files import checkpoint_name, write_checkpoint
+from sb3_xppo.resume.ranks import any_rank, check_keep, write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
 
@@ -41,9 +41,10 @@ class ResumableCheckpoint(BaseCallback):
     kept. ``XPPO.resume(folder, env=...)`` (and the sb3-contrib variants') returns the model as it was there;
     ``learn()`` with the original arguments then finishes the original run, bit for bit.
 
-    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``)
+    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``; a data-parallel run's in ``rank-<r>/``,
+        each rank writing its own at the same boundary: give every rank the callback)
     :param every_rollouts: write after every this many rollouts (and their update); None: not by count
-    :param keep: how many checkpoints to keep (>= 1)
+    :param keep: how many checkpoints to keep (>= 1; per rank, >= 2, on a data-parallel run)
     :param verbose: 1: print where each checkpoint went
     :param every_seconds: also write at the first boundary this many seconds of wall-clock time after the last write
         (or the start of ``learn()``); None: not by time
@@ -86,9 +87,7 @@ class ResumableCheckpoint(BaseCallback):
     def _on_training_start(self) -> None:
         if getattr(self.model, "use_sde", False):
             raise ValueError("ResumableCheckpoint: use_sde draws its noise before the rollout boundary; not supported yet")
-        data_parallel = getattr(self.model, "_data_parallel", None)
-        if data_parallel is not None and data_parallel.n_processes > 1:
-            raise ValueError("ResumableCheckpoint: a data-parallel run (distributed=True) cannot be checkpointed yet")
+        check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
         self._last_write, self.preempted, self._sigterm = time.monotonic(), False, False
@@ -99,19 +98,25 @@ class ResumableCheckpoint(BaseCallback):
         self._sigterm = True
 
     def _due(self, done: int) -> bool:
-        """:return: whether the boundary after ``done`` rollouts is one to write at"""
+        """
+        :return: whether the boundary after ``done`` rollouts is one to write at. What a rank's own clock or signal
+            decides is agreed by all the ranks of a data-parallel run (a collective each, at every boundary), so that
+            they write, and stop, at the same one.
+        """
+        if self.stop_on_sigterm:
+            self.preempted = any_rank(self._sigterm, self.model, "agreeing to stop on SIGTERM")
         if done == 0 or self.rollouts == self._resumed_at:
-            return self._sigterm
+            return self.preempted
+        by_time = self.every_seconds is not None and any_rank(
+            time.monotonic() - self._last_write >= self.every_seconds, self.model, "agreeing on a checkpoint by time"
+        )
         by_count = self.every_rollouts is not None and done % self.every_rollouts == 0
-        by_time = self.every_seconds is not None and time.monotonic() - self._last_write >= self.every_seconds
-        return by_count or by_time or self._sigterm
+        return by_count or by_time or self.preempted
 
     def _on_rollout_start(self) -> None:
         self.rollouts += 1
         if self._due(self.rollouts - 1):  # (rollouts collected and trained on)
             self.write()
-            if self._sigterm:
-                self.preempted = True
 
     def _on_step(self) -> bool:
         return not self.preempted
@@ -128,7 +133,7 @@ class ResumableCheckpoint(BaseCallback):
             members = capture(self.model, self._root)
         finally:
             self.rollouts += 1
-        self.last_path = write_checkpoint(self.folder, checkpoint_name(self.model.num_timesteps), members, self.keep)
+        self.last_path = write_rank_checkpoint(self.model, self.folder, members, self.keep)
         self._last_write = time.monotonic()
         if self.verbose >= 1:
             print(f"ResumableCheckpoint: wrote {self.last_path}")

@@ -28,6 +28,11 @@ def checkpoint_name(num_timesteps: int) -> str:
     return f"{PREFIX}{num_timesteps:012d}{SUFFIX}"
 
 
+def checkpoint_step(path: str | os.PathLike) -> int:
+    """:return: the ``num_timesteps`` a checkpoint file was written at (the inverse of :func:`checkpoint_name`)"""
+    return int(pathlib.Path(path).name.removeprefix(PREFIX).removesuffix(SUFFIX))
+
+
 def checkpoints(folder: str | os.PathLike) -> list[pathlib.Path]:
     """:return: the checkpoint files of ``folder``, oldest first (temporary files left by a crash excluded)"""
     return sorted(pathlib.Path(folder).glob(f"{PREFIX}*{SUFFIX}"))

@@ -13,6 +13,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from sb3_xppo.resume.callbacks import restore_callbacks, restore_calls
 from sb3_xppo.resume.envs import replay_envs, restore_vec_normalize
 from sb3_xppo.resume.files import read_latest
+from sb3_xppo.resume.ranks import read_on_ranks, restore_rank, written_on_ranks
 from sb3_xppo.resume.state import MODEL, read_state, restore_logger, restore_model_state, restore_rng
 from sb3_xppo.vec_env import make_vec_env
 
@@ -58,7 +59,8 @@ def rebuilt_env(state: dict[str, Any]) -> VecEnv:
 def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bool = True, **kwargs: Any) -> Any:
     """
     :param cls: the algorithm class
-    :param folder: a checkpoint folder (its newest checkpoint) or a checkpoint file
+    :param folder: a checkpoint folder (its newest checkpoint) or a checkpoint file; a data-parallel run's resumes on
+        as many ranks, each calling this under the launcher (:func:`~sb3_xppo.resume.ranks.read_on_ranks`)
     :param env: the run's env, built as it was built (None: rebuilt from the checkpoint where it is a
         ``make_vec_env`` VecEnv of a registered env id)
     :param exact: rebuild the envs by replay, checked bit for bit; False: reset them afresh, as SB3 does
@@ -67,7 +69,10 @@ def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bo
     """
     if not isinstance(exact, bool):
         raise TypeError(f"exact must be a bool, got {exact!r}")
-    path, members = read_latest(folder)
+    if written_on_ranks(folder) or kwargs.get("distributed"):
+        path, members, kwargs = read_on_ranks(folder, kwargs)
+    else:
+        path, members = read_latest(folder)
     state = read_state(members)
     if state["algorithm"] != cls.__name__:
         raise ValueError(f"{path} is a checkpoint of {state['algorithm']}: resume it with {state['algorithm']}.resume")
@@ -86,6 +91,7 @@ def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bo
             stacklevel=3,
         )
     restore_rng(model, state["rng"])
+    restore_rank(model, members)
     model._pending_resume = PendingResume(state, exact)
     logger.info("resumed %s at num_timesteps=%d", path, model.num_timesteps)
     return model

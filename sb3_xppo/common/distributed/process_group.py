@@ -85,6 +85,7 @@ class ProcessGroup:
         self.backend = dist.get_backend()
         #: collectives entered by this rank so far (the heartbeat reports it)
         self.entered = 0
+        self._closed = threading.Event()
         self._store = _group_store()
         if self._store is not None:
             self._beat()
@@ -143,6 +144,17 @@ class ProcessGroup:
         votes = th.tensor([1.0 if flag else 0.0], device=self.device)
         return bool(self.all_sum(votes, what).item() == self.world_size)
 
+    def agree_any(self, flag: bool, what: str) -> bool:
+        """:return: whether ``flag`` holds on any rank (so that, when one asks to stop, all stop together)"""
+        votes = th.tensor([1.0 if flag else 0.0], device=self.device)
+        return bool(self.all_sum(votes, what).item() > 0)
+
+    def broadcast_object(self, value: Any, what: str) -> Any:
+        """:return: rank 0's ``value`` (picklable; the other ranks' are ignored), on every rank"""
+        message = [value if self.rank == 0 else None]
+        self._guarded(what, lambda: dist.broadcast_object_list(message, 0, device=self.device))
+        return message[0]
+
     def average_gradients(self, params: Sequence[th.nn.Parameter]) -> None:
         """
         Each parameter's gradient becomes the mean over the ranks (one flat all-reduce), before clipping. A gradient
@@ -177,10 +189,13 @@ class ProcessGroup:
         assert self._store is not None
         self._store.set(f"sb3_xppo/beat/{self.rank}", f"{time.time()} {self.entered}")
 
+    def close(self) -> None:
+        """Stop this object's heartbeat (the process group stays joined: another :class:`ProcessGroup` beats for it)."""
+        self._closed.set()
+
     def _beat_forever(self) -> None:
-        """The heartbeat thread (a daemon: it ends with the process)."""
-        while True:
-            time.sleep(self.heartbeat)
+        """The heartbeat thread (a daemon: it ends with the process, or with :meth:`close`)."""
+        while not self._closed.wait(self.heartbeat):
             try:
                 self._beat()
             except Exception:  # the store is gone (rank 0 or the launcher ended): the collectives will tell
