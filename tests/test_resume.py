@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch as th
 from stable_baselines3.common import logger as sb3_logger
-from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
 
 import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
@@ -306,6 +306,26 @@ def test_a_dummy_vec_env_of_recorded_envs_replays(tmp_path):
     XPPO("MlpPolicy", own_env(), **SMALL).learn(128, callback=ResumableCheckpoint(tmp_path, every_rollouts=2, keep=9))
     resumed = XPPO.resume(checkpoints(tmp_path)[0], env=own_env())
     assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b")), reference)
+
+
+@pytest.mark.parametrize("monitored", [True, False])
+def test_a_dummy_vec_env_of_your_own_is_reached_and_replays(monitored, tmp_path):
+    """Its envs get an ActionRecorder before learn()'s first reset, the eval env's before its first evaluation."""
+    from stable_baselines3.common.monitor import Monitor
+
+    def own_env(seed: int = 0):
+        env = DummyVecEnv([(lambda: Monitor(gym.make("CartPole-v1"))) if monitored else (lambda: gym.make("CartPole-v1"))] * 2)
+        env.seed(seed)
+        return env
+
+    def learn(model, folder):
+        evaluations = EvalCallback(own_env(100), eval_freq=20, n_eval_episodes=2, warn=False, log_path=str(folder), verbose=0)
+        model.learn(TOTAL, callback=[ResumableCheckpoint(folder, every_rollouts=1, keep=9), evaluations])
+        return model, evaluations.evaluations_results
+
+    reference, results = learn(XPPO("MlpPolicy", own_env(), **SMALL), tmp_path / "run")
+    resumed, resumed_results = learn(XPPO.resume(checkpoints(tmp_path / "run")[2], env=own_env(7)), tmp_path / "again")
+    assert same(resumed, reference) and resumed_results == results and len(results) == TOTAL // 2 // 20
 
 
 @pytest.mark.parametrize(

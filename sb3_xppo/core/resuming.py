@@ -14,7 +14,15 @@ from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_xppo.resume import PendingResume, resume_model
+from sb3_xppo.resume import PendingResume, ResumableCheckpoint, resume_model
+from sb3_xppo.resume.callbacks import flattened
+from sb3_xppo.resume.envs import reach_envs
+
+
+def _checkpointed(callback: Any) -> bool:
+    """:return: whether ``learn()``'s ``callback`` (a callback, a list of them or None) holds a ResumableCheckpoint"""
+    members = callback if isinstance(callback, list) else [callback]
+    return any(isinstance(c, ResumableCheckpoint) for member in members for c in flattened(member))
 
 
 class ResumeMixin:
@@ -53,6 +61,9 @@ class ResumeMixin:
     ) -> tuple[int, BaseCallback]:
         pending = self._pending_resume
         if pending is None:
+            model = cast(Any, self)  # (a BaseAlgorithm)
+            if (reset_num_timesteps or model._last_obs is None) and _checkpointed(callback):
+                reach_envs(model.env)  # (a DummyVecEnv of your own: recorded from the reset that follows)
             return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)  # type: ignore[misc]
         self._pending_resume = None
         # the counters, the envs and the episode buffers kept; the TensorBoard run continued

@@ -17,7 +17,14 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, EvalCallback, EventCallback
 from stable_baselines3.common.vec_env import unwrap_vec_normalize
 
-from sb3_xppo.resume.envs import envs_state, not_replayable, replay_envs, restore_vec_normalize, vec_normalize_state
+from sb3_xppo.resume.envs import (
+    envs_state,
+    not_replayable,
+    reach_envs,
+    replay_envs,
+    restore_vec_normalize,
+    vec_normalize_state,
+)
 
 #: EvalCallback's counters and history, as SB3 keeps them
 EVAL_FIELDS = (
@@ -66,6 +73,7 @@ def restore_eval_callback(callback: EvalCallback, state: dict[str, Any], exact: 
         value = state[name]
         setattr(callback, name, list(value) if isinstance(value, list) else value)
     if exact and state["eval_env"] is not None:
+        reach_envs(callback.eval_env)
         replay_envs(callback.eval_env, state["eval_env"])
     vec_normalize = unwrap_vec_normalize(callback.eval_env)
     if vec_normalize is not None and state["eval_vec_normalize"] is not None:

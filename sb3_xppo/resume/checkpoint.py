@@ -22,8 +22,10 @@ import threading
 import time
 from typing import Any, cast
 
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
+from sb3_xppo.resume.callbacks import flattened
+from sb3_xppo.resume.envs import reach_envs
 from sb3_xppo.resume.ranks import any_rank, check_keep, write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
@@ -90,6 +92,9 @@ class ResumableCheckpoint(BaseCallback):
         check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
+        for callback in flattened(self._root):  # (evaluation envs of your own, before their first reset)
+            if isinstance(callback, EvalCallback):
+                reach_envs(callback.eval_env)
         self._last_write, self.preempted, self._sigterm = time.monotonic(), False, False
         if self.stop_on_sigterm and threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)

@@ -14,7 +14,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize, VecTransposeImage
 
-from sb3_xppo.vec_env.lean import MONITOR_STATE
+from sb3_xppo.vec_env.lean import MONITOR_STATE, LeanVecEnv
 from sb3_xppo.vec_env.replay import ActionRecorder
 
 #: SB3 ``Monitor``'s counters a checkpoint keeps: its state as ``vec_env/lean.py`` declares it, but for its settings,
@@ -39,6 +39,24 @@ VEC_NORMALIZE_SETTINGS = (
     "epsilon",
     "norm_obs_keys",
 )
+
+
+def reach_envs(venv: VecEnv) -> None:
+    """
+    Put an :class:`~sb3_xppo.vec_env.replay.ActionRecorder` around each env of a ``DummyVecEnv`` that has none (a
+    VecEnv of your own, whose envs can be reached), so that it can be rebuilt by replay. Call it before the envs'
+    next reset, which the recorder must see: a run's first (``learn()``'s, an evaluation's), or a replay's. Recorded
+    at the top of the env's stack, the replay also steps the wrappers above its ``Monitor``, whose counters are put
+    back after it.
+    """
+    layer: Any = venv
+    while isinstance(layer, REPLAYABLE_WRAPPERS):
+        layer = layer.venv
+    if not isinstance(layer, DummyVecEnv) or isinstance(layer, LeanVecEnv):  # (a LeanVecEnv steps beneath its recorder)
+        return
+    for index, wrapped in enumerate(layer.env_is_wrapped(ActionRecorder)):
+        if not wrapped:
+            layer.envs[index] = ActionRecorder(layer.envs[index])
 
 
 def not_replayable(venv: VecEnv) -> str | None:

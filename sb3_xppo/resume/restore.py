@@ -11,7 +11,7 @@ from typing import Any
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_xppo.resume.callbacks import restore_callbacks, restore_calls
-from sb3_xppo.resume.envs import replay_envs, restore_vec_normalize
+from sb3_xppo.resume.envs import reach_envs, replay_envs, restore_vec_normalize
 from sb3_xppo.resume.files import read_latest
 from sb3_xppo.resume.ranks import read_on_ranks, restore_rank, written_on_ranks
 from sb3_xppo.resume.state import MODEL, read_state, restore_logger, restore_model_state, restore_rng
@@ -82,6 +82,7 @@ def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bo
     restore_model_state(model, state)
     restore_vec_normalize(model._vec_normalize_env, state["vec_normalize"], exact)
     if exact:
+        reach_envs(model.env)  # (a DummyVecEnv of your own: its envs recorded as the run's were)
         replay_envs(model.env, state["envs"])
     else:
         model._last_obs = None  # the next learn() resets the envs, as SB3 does
