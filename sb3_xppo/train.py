@@ -26,8 +26,8 @@ A training run writes resumable checkpoints into its run folder's ``resume/`` (d
 ``--checkpoint-minutes`` (default 5; 0: none by time), every ``--checkpoint-rollouts`` where given, and on SIGTERM (a
 scheduler's preemption: the checkpoint written at the next rollout boundary, then the command exits 0).
 ``--resume [FOLDER]``, added to the run's own command, continues the latest run folder of the algorithm and env (or
-the one given) to its original budget, bit for bit (:mod:`sb3_xppo.zoo.resuming`). Not with ``-optimize``, ``-i``
-nor ``--distributed``.
+the one given) to its original budget, bit for bit (:mod:`sb3_xppo.zoo.resuming`), ``--distributed`` runs on as many
+ranks. Not with ``-optimize`` nor ``-i``.
 
 A training run shows a progress bar (rl-zoo3's ``-P``/``--progress`` is on by default); ``--no-progress`` turns it off,
 for logs that go to a file.
@@ -125,15 +125,15 @@ def _default_args(args: Sequence[str]) -> tuple[list[str], argparse.Namespace]:
 
 def _check_resume(plan: resuming.ResumePlan, known: argparse.Namespace, distributed: bool) -> None:
     """
-    ``--resume``: refused where it cannot continue a run (the run itself is found once rl-zoo3 has read the command).
+    The plan's part of the command: the user's log folder, this process's rank; with ``--resume``, refused where it
+    cannot continue a run (the run itself is found once rl-zoo3 has read the command).
 
-    :raises ValueError: with ``-optimize``, ``-i`` or ``--distributed``
+    :raises ValueError: ``--resume`` with ``-optimize`` or ``-i``
     """
-    if plan.resume is None:
-        return
-    if known.optimize_hyperparameters or known.trained_agent or distributed:
-        raise ValueError("--resume continues a training run of one process: not with -optimize, -i nor --distributed")
-    plan.seed_given = known.seed is not None
+    plan.log_folder, plan.seed_given = known.log_folder, known.seed is not None
+    plan.rank = int(os.environ.get("RANK", 0)) if distributed else 0
+    if plan.resume is not None and (known.optimize_hyperparameters or known.trained_agent):
+        raise ValueError("--resume continues a training run: not with -optimize nor -i")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -164,12 +164,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             ray_options=ray_options,
             distributed=distributed,
             trust_code=trust_code,
-            resume=None if distributed or known.optimize_hyperparameters else plan,
+            resume=None if known.optimize_hyperparameters else plan,
         )
         with session:
             train()
     except resuming.Preempted as stop:
-        print(stop)
+        if plan.rank == 0:
+            print(stop)
         return
     finally:
         if scratch is not None:  # a rank other than 0: its run folder was a temporary one

@@ -3,11 +3,12 @@ The main job's resumable runs (docs/guide/resume.md, :mod:`sb3_xppo.zoo.resuming
 as a real process, stopped by SIGTERM (it writes a checkpoint at the next rollout boundary and exits 0) and then
 killed with SIGKILL at random moments, each time continued with ``--resume``. The run it finishes ends with the
 model, Adam's state, VecNormalize's statistics, the ``evaluations.npz``, the Monitor files' episodes and the
-TensorBoard steps of an uninterrupted run.
+TensorBoard steps of an uninterrupted run; so does a ``--distributed`` run on 2 ranks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pathlib
@@ -37,13 +38,23 @@ COMMAND = [
 KILLS = 5
 
 
-def command(folder: pathlib.Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sb3_xppo.train", *COMMAND, "-f", str(folder / "logs"), "-tb", str(folder / "tb"), *extra]
+#: ``--distributed`` on 2 ranks, under PyTorch's launcher
+RANKS = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
-def start(folder: pathlib.Path, *extra: str) -> subprocess.Popen:
+def command(folder: pathlib.Path, *extra: str, ranks: bool = False) -> list[str]:
+    """:return: the run's command; on ranks, 24 rollouts of 2 ranks x 8 envs x 32 steps"""
+    if ranks:
+        program = [*RANKS, "-m", "sb3_xppo.train", "--distributed"]
+        arguments = [word if word != "6144" else "12288" for word in COMMAND]
+    else:
+        program, arguments = [sys.executable, "-m", "sb3_xppo.train"], COMMAND
+    return [*program, *arguments, "-f", str(folder / "logs"), "-tb", str(folder / "tb"), *extra]
+
+
+def start(folder: pathlib.Path, *extra: str, ranks: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
-        command(folder, *extra),
+        command(folder, *extra, ranks=ranks),
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -52,8 +63,20 @@ def start(folder: pathlib.Path, *extra: str) -> subprocess.Popen:
     )
 
 
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL the run, as when its machine dies: its process group and, under the launcher, each rank's (the launcher
+    starts every rank in a session of its own)."""
+    children = pathlib.Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    for pid in [process.pid, *map(int, children)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    process.communicate()
+
+
 def checkpoints(folder: pathlib.Path) -> list[str]:
-    return sorted(path.name for path in (folder / "logs" / RUN / "resume").glob("resume-*.ckpt"))
+    """:return: the run's checkpoints (rank 1's, for a run on ranks)"""
+    found = folder / "logs" / RUN / "resume"
+    return sorted(path.name for path in ((found / "rank-1") if (found / "rank-1").is_dir() else found).glob("resume-*.ckpt"))
 
 
 def wait_for_progress(process: subprocess.Popen, folder: pathlib.Path, past: list[str]) -> None:
@@ -125,8 +148,7 @@ def test_a_run_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted,
         process = start(tmp_path, "--resume")
         wait_for_progress(process, tmp_path, past)
         time.sleep(rng.uniform(0, 0.3))
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        kill(process)
     done = subprocess.run(command(tmp_path, "--resume"), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Resuming" in done.stdout
@@ -135,6 +157,35 @@ def test_a_run_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted,
     runs, steps = tensorboard_steps(tmp_path)
     assert (runs, steps) == tensorboard_steps(uninterrupted)  # one TensorBoard run, continued at the right steps
     assert runs == ["XPPO_1"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_on_ranks(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    folder = tmp_path_factory.mktemp("uninterrupted_on_ranks")
+    subprocess.run(command(folder, ranks=True), cwd=folder, check=True, capture_output=True, timeout=300)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_run_on_two_ranks_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted_on_ranks, tmp_path):
+    """The launcher passes SIGTERM on to both ranks; they agree on a boundary, each writes its checkpoint there."""
+    rng = random.Random(1)  # (a rollout and its update take about 0.1 s)
+    process = start(tmp_path, ranks=True)
+    wait_for_progress(process, tmp_path, [])
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert "SIGTERM: stopped at a rollout boundary" in output, output[-3000:]
+    run = tmp_path / "logs" / RUN / "resume"
+    assert [p.name for p in (run / "rank-0").iterdir()] == [p.name for p in (run / "rank-1").iterdir()]  # one boundary
+    for _ in range(2):
+        past = checkpoints(tmp_path)
+        process = start(tmp_path, "--resume", ranks=True)
+        wait_for_progress(process, tmp_path, past)
+        time.sleep(rng.uniform(0, 0.1))
+        kill(process)
+    done = subprocess.run(command(tmp_path, "--resume", ranks=True), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_same_outcome(outcome(tmp_path), outcome(uninterrupted_on_ranks))
 
 
 def test_resume_refuses_a_command_that_is_not_the_runs(uninterrupted, tmp_path, capsys):
@@ -154,7 +205,7 @@ def test_resume_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         train_main(["--env", "CartPole-v1", "--resume", str(tmp_path / "nowhere")])
     for flag in (["-optimize"], ["-i", "agent.zip"]):
-        with pytest.raises(ValueError, match="not with -optimize, -i nor --distributed"):
+        with pytest.raises(ValueError, match="not with -optimize nor -i"):
             train_main(["--env", "CartPole-v1", "-f", str(tmp_path), *flag, "--resume"])
 
 

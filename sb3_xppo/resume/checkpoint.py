@@ -26,7 +26,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
 from sb3_xppo.resume.callbacks import flattened
 from sb3_xppo.resume.envs import reach_envs
-from sb3_xppo.resume.ranks import any_rank, check_keep, write_rank_checkpoint
+from sb3_xppo.resume.ranks import any_rank, check_keep, shared_folder, write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
 
@@ -43,8 +43,8 @@ class ResumableCheckpoint(BaseCallback):
     kept. ``XPPO.resume(folder, env=...)`` (and the sb3-contrib variants') returns the model as it was there;
     ``learn()`` with the original arguments then finishes the original run, bit for bit.
 
-    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``; a data-parallel run's in ``rank-<r>/``,
-        each rank writing its own at the same boundary: give every rank the callback)
+    :param folder: where the checkpoints go (``resume-<num_timesteps>.ckpt``; a data-parallel run's in rank 0's
+        folder's ``rank-<r>/``, each rank writing its own at the same boundary: give every rank the callback)
     :param every_rollouts: write after every this many rollouts (and their update); None: not by count
     :param keep: how many checkpoints to keep (>= 1; per rank, >= 2, on a data-parallel run)
     :param verbose: 1: print where each checkpoint went
@@ -90,6 +90,7 @@ class ResumableCheckpoint(BaseCallback):
         if getattr(self.model, "use_sde", False):
             raise ValueError("ResumableCheckpoint: use_sde draws its noise before the rollout boundary; not supported yet")
         check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
+        self.folder = shared_folder(self.model, self.folder)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
         for callback in flattened(self._root):  # (evaluation envs of your own, before their first reset)

@@ -72,6 +72,18 @@ def any_rank(flag: bool, model: Any, what: str = "asking whether any rank raised
     return flag if learner is None else learner.group.agree_any(flag, what)
 
 
+def shared_folder(model: Any, folder: pathlib.Path) -> pathlib.Path:
+    """
+    :return: the checkpoint folder of a data-parallel run: rank 0's, on every rank (one collective), so that ranks
+        given other folders (the main job's, whose other ranks run in temporary folders) write beside rank 0;
+        ``folder`` itself for a model in one process
+    """
+    learner = learner_of(model)
+    if learner is None:
+        return folder
+    return pathlib.Path(learner.group.broadcast_object(str(folder), "taking rank 0's checkpoint folder"))
+
+
 def check_keep(model: Any, keep: int) -> None:
     """
     :raises ValueError: ``keep < 2`` on a data-parallel model (a kill during one rank's write may leave the others one

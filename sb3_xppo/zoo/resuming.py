@@ -24,9 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stable_baselines3.common.monitor import Monitor
+
 from sb3_xppo.common.zoo_files import load_zoo_yaml
-from sb3_xppo.resume import ResumableCheckpoint, checkpoints, read_latest
-from sb3_xppo.resume.state import read_state
+from sb3_xppo.resume import ResumableCheckpoint, checkpoints
+from sb3_xppo.resume.ranks import rank_folder, written_on_ranks
 from sb3_xppo.vec_env.backends import VEC_ENV_CLASSES, recorded_env
 from sb3_xppo.zoo.runs import find_run_dirs
 
@@ -77,29 +79,29 @@ class ResumePlan:
     seed_given: bool = False
     #: ``--inexact``: the envs reset afresh on resume (``exact=False``), where they cannot be replayed
     exact: bool = True
+    #: the user's ``--log-folder`` (a ``--distributed`` run's other ranks train in temporary ones)
+    log_folder: str = "logs"
+    #: this process's rank (``--distributed``; 0 otherwise): rank 0 keeps the run folder, the others their own
+    rank: int = 0
     run_dir: str | None = None
-    checkpoint: pathlib.Path | None = None
-    state: dict[str, Any] | None = None
     #: the checkpoint callback of the run under way
     callback: ResumableCheckpoint | None = None
 
-    def locate(self, log_folder: str, algo: str, env_id: str) -> None:
+    def locate(self, algo: str, env_id: str) -> str:
         """
-        Find the run to continue and read its newest good checkpoint.
+        Find the run to continue and check that it has a checkpoint (this rank's, on ranks).
 
+        :return: its checkpoint folder
         :raises FileNotFoundError: no run folder, or no checkpoint in it (why named)
         """
-        if self.resume is None:
-            return
-        self.run_dir = latest_run(log_folder, algo, env_id) if self.resume == LATEST else run_folder(self.resume)
+        self.run_dir = latest_run(self.log_folder, algo, env_id) if self.resume == LATEST else run_folder(str(self.resume))
         folder = os.path.join(self.run_dir, CHECKPOINT_FOLDER)
-        if not checkpoints(folder):
+        if not checkpoints(rank_folder(folder, self.rank) if written_on_ranks(folder) else folder):
             raise FileNotFoundError(
                 f"--resume: {self.run_dir} has no resumable checkpoint in {folder} (the run ended before its first "
                 "one: it was shorter than --checkpoint-minutes, or ran with --checkpoint-minutes 0)"
             )
-        self.checkpoint, members = read_latest(folder)
-        self.state = read_state(members)
+        return folder
 
     def describe(self) -> str:
         """:return: when checkpoints are written, in words"""
@@ -183,7 +185,8 @@ def with_checkpoint(create_callbacks: Callable[[Any], None], plan: ResumePlan) -
         seconds = None if plan.minutes is None else plan.minutes * 60
         plan.callback = ResumableCheckpoint(folder, every_rollouts=plan.rollouts, every_seconds=seconds, stop_on_sigterm=True)
         manager.callbacks.insert(0, plan.callback)
-        print(f"Resumable checkpoints ({plan.describe()}) in {folder}: continue a run that dies with --resume")
+        if plan.rank == 0:
+            print(f"Resumable checkpoints ({plan.describe()}) in {folder}: continue a run that dies with --resume")
 
     return create
 
@@ -197,27 +200,25 @@ def resuming_setup(setup: Callable[[Any], Any], plan: ResumePlan) -> Callable[[A
     def setup_experiment(manager: Any) -> Any:
         if plan.resume is None:
             return setup(manager)
-        plan.locate(manager.log_folder, manager.algo, manager.env_name.gym_id)
-        assert plan.run_dir is not None and plan.state is not None
-        manager.save_path = plan.run_dir
-        manager.params_path = os.path.join(plan.run_dir, str(manager.env_name))
-        check_same_args(os.path.join(manager.params_path, "args.yml"), manager, plan.seed_given)
-        cut_monitor_files(plan.run_dir, plan.state["envs"])
+        folder = plan.locate(manager.algo, manager.env_name.gym_id)
+        if plan.rank == 0:  # (the other ranks of a --distributed run keep their temporary folders)
+            manager.save_path = plan.run_dir
+            manager.params_path = os.path.join(str(plan.run_dir), str(manager.env_name))
+            check_same_args(os.path.join(manager.params_path, "args.yml"), manager, plan.seed_given)
         model, saved_hyperparams = setup(manager)
-        steps = plan.state["counters"]["num_timesteps"]
-        print(f"Resuming {plan.run_dir} (seed {manager.seed}) from {plan.checkpoint} at {steps} steps")
         try:
             resumed = type(model).resume(
-                plan.checkpoint,
-                env=model.get_env(),
-                exact=plan.exact,
-                device=manager.device,
-                custom_objects=schedules_of(model),
+                folder, env=model.get_env(), exact=plan.exact, device=manager.device, custom_objects=schedules_of(model)
             )
         except ValueError as error:
             if "exact=False" not in str(error):
                 raise
             raise type(error)(f"{error} (python -m sb3_xppo.train: add --inexact to --resume)") from error
+        if hasattr(model._data_parallel, "group"):  # (the model built afresh joined the group too: its heartbeat ends)
+            model._data_parallel.group.close()
+        if plan.rank == 0:
+            cut_monitor_files(str(plan.run_dir), resumed.get_env())
+            print(f"Resuming {plan.run_dir} (seed {manager.seed}) at {resumed.num_timesteps} steps")
         return resumed, saved_hyperparams
 
     return setup_experiment
@@ -266,17 +267,22 @@ def check_same_args(path: str, manager: Any, seed_given: bool) -> None:
         )
 
 
-def cut_monitor_files(run_dir: str, envs: dict[str, Any]) -> None:
+def cut_monitor_files(run_dir: str, venv: Any) -> None:
     """
-    Cut each training env's Monitor file back to the episodes it had at the checkpoint (its header and one row per
-    episode): the episodes after it are run again.
+    Cut each training env's Monitor file back to the episodes its Monitor has, resumed at the checkpoint (the file's
+    header and one row per episode): the episodes after it are run again. The Monitors opened their files to append
+    (an append goes to the file's end, wherever that is when it is written), so this may follow their opening.
     """
-    for index, counters in enumerate(envs.get("monitors") or []):
+    for index, monitored in enumerate(venv.env_is_wrapped(Monitor)):
         path = os.path.join(run_dir, f"{index}.monitor.csv")
-        if counters is None or not os.path.isfile(path):
+        if not monitored or not os.path.isfile(path):
+            continue
+        try:
+            episodes = len(venv.get_attr("episode_returns", indices=[index])[0])
+        except AttributeError:  # (EnvPool's envs count their episodes in C++: their files are left as they are)
             continue
         with open(path, "r+", newline="\n") as file:
-            lines = file.readlines()[: 2 + len(counters["episode_returns"])]
+            lines = file.readlines()[: 2 + episodes]
             file.seek(0)
             file.writelines(lines)
             file.truncate()
