@@ -11,6 +11,7 @@ The regions of the pages that ``benchmarks/render_docs.py`` renders, a module pe
 - :mod:`~harness.regions.train_default`: ``benchmarks/train_default.py``;
 - :mod:`~harness.regions.install`: ``benchmarks/install_size.py`` and the main job's time (``train_default.py``);
 - :mod:`~harness.regions.distributed`: ``benchmarks/distributed.py``;
+- :mod:`~harness.regions.resume`: ``benchmarks/resume.py``;
 - :mod:`~harness.regions.safe_load`: ``benchmarks/safe_load.py``;
 - :mod:`~harness.regions.spo_depth`: the SPO depth campaigns of ``benchmarks/learning.py`` (issue 56);
 - :mod:`~harness.regions.summary`: the README's first screen, the headline and the decision table, from all of them.
@@ -30,6 +31,7 @@ from harness.regions import (
     learning,
     multi_critic,
     overhead,
+    resume,
     safe_load,
     speed,
     spo_depth,
@@ -50,6 +52,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     **install.REGIONS,
     **multi_critic.REGIONS,
     **distributed.REGIONS,
+    **resume.REGIONS,
     **safe_load.REGIONS,
     **spo_depth.REGIONS,
 }
