@@ -92,6 +92,11 @@ def callbacks_state(root: BaseCallback | None) -> list[dict[str, Any]]:
     ]
 
 
+def _types(callbacks: list[BaseCallback], saved: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """:return: the type names of the callbacks given and of those the checkpoint saved, in order, to compare"""
+    return [type(c).__qualname__ for c in callbacks], [entry["type"] for entry in saved]
+
+
 def calls_state(root: BaseCallback | None) -> list[dict[str, Any]]:
     """:return: the type and ``n_calls`` of every callback under ``root``, in order"""
     return [{"type": type(callback).__qualname__, "n_calls": callback.n_calls} for callback in flattened(root)]
@@ -105,7 +110,7 @@ def restore_calls(root: BaseCallback | None, saved: list[dict[str, Any]] | None)
     if saved is None:  # (a checkpoint written before the counts were kept)
         return
     callbacks = list(flattened(root))
-    given, expected = [type(c).__qualname__ for c in callbacks], [entry["type"] for entry in saved]
+    given, expected = _types(callbacks, saved)
     if given != expected:
         warnings.warn(
             f"the resumed learn() was given the callbacks {given}, the checkpoint's run had {expected}: their step "
@@ -124,7 +129,7 @@ def restore_callbacks(root: BaseCallback | None, saved: list[dict[str, Any]], ex
     :raises ValueError: where they are not the checkpoint's, in order and type (both lists named)
     """
     callbacks = [callback for callback in flattened(root) if resumable(callback)]
-    given, expected = [type(c).__qualname__ for c in callbacks], [entry["type"] for entry in saved]
+    given, expected = _types(callbacks, saved)
     if given != expected:
         raise ValueError(
             f"learn() of a resumed model must be given the run's callbacks: the checkpoint has the resumable callbacks "
