@@ -347,7 +347,23 @@ def test_the_contrib_variants_resume_bit_for_bit(algorithm, env_id, policy, tmp_
     assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
 
 
-def test_use_sde_is_refused(tmp_path):
-    model = XPPO("MlpPolicy", make_vec_env("Pendulum-v1", 2, seed=0), use_sde=True, **SMALL)
-    with pytest.raises(ValueError, match="use_sde draws its noise before the rollout boundary"):
-        model.learn(64, callback=ResumableCheckpoint(tmp_path))
+@pytest.mark.parametrize(
+    "algorithm, policy, sde_sample_freq",
+    [("XPPO", "MlpPolicy", -1), ("XPPO", "MlpPolicy", 4), ("RecurrentXPPO", "MlpLstmPolicy", -1)],
+)
+def test_use_sde_resumes_bit_for_bit(algorithm, policy, sde_sample_freq, tmp_path):
+    # the noise the resumed rollout explores with was drawn before the boundary: the checkpoint keeps it
+    import sb3_xppo
+
+    cls = getattr(sb3_xppo, algorithm)
+    keywords = {**SMALL, "use_sde": True, "sde_sample_freq": sde_sample_freq}
+    if policy == "MlpLstmPolicy":
+        keywords["policy_kwargs"] = dict(net_arch=[8], lstm_hidden_size=8)
+    reference = cls(policy, make_vec_env("Pendulum-v1", 2, seed=0), **keywords).learn(128)
+    cls(policy, make_vec_env("Pendulum-v1", 2, seed=0), **keywords).learn(
+        128, callback=ResumableCheckpoint(tmp_path, 1, keep=9)
+    )
+    resumed = cls.resume(checkpoints(tmp_path)[1], env=make_vec_env("Pendulum-v1", 2, seed=0))
+    assert resumed._sde_noise_resumed and "_sde_noise_resumed" in resumed._excluded_save_params()
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+    assert not resumed._sde_noise_resumed

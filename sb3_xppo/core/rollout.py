@@ -174,6 +174,9 @@ class XPPORolloutMixin:
     check_finite: bool
     _last_obs: Any
     _last_episode_starts: Any
+    #: a resumed run's first rollout keeps ``use_sde``'s noise from its checkpoint, drawn there before the boundary
+    #: (runtime state, never saved; sb3_xppo/resume/state.py)
+    _sde_noise_resumed: bool = False
     _action_hooks: OrderedDict[int, ActionHook]
     _learn_hooks: list[RemovableHandle]
 
@@ -267,8 +270,9 @@ class XPPORolloutMixin:
         if groups is not None:
             group_reader = GroupRewards(env, len(groups), self.options.vector_reward_key)
         # Sample new weights for the state dependent exploration
-        if self.use_sde:
+        if self.use_sde and not self._sde_noise_resumed:
             self.policy.reset_noise(env.num_envs)
+        self._sde_noise_resumed = False
         fast = self._fast_policy_calls()
         # num_timesteps counts every process's steps (data-parallel: they step alike)
         step_timesteps = env.num_envs * self._data_parallel.n_processes

@@ -12,7 +12,7 @@ from sb3_xppo.common.distributed import DataParallel, SingleProcess
 #: runtime state: never saved with the model nor pickled
 RUNTIME_STATE = (
     *("_loss_hooks", "_auxiliary_loss_hooks", "_action_hooks", "_learn_hooks", "_checked_options", "_data_parallel"),
-    "_pending_resume",  # (core/resuming.py)
+    *("_pending_resume", "_sde_noise_resumed"),  # (core/resuming.py, resume/state.py)
 )
 
 

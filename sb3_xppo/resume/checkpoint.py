@@ -3,8 +3,8 @@
 
 It writes at a rollout boundary: SB3's ``on_rollout_start`` event, which ``collect_rollouts`` fires after the previous
 ``train()`` (and the log dump, the progress update) and before the rollout's first step. Between the end of
-``train()`` and that event nothing draws a random number nor changes what the next update reads (the rollout buffer
-is emptied, the policy put in eval mode; ``use_sde``'s noise is drawn before it, so ``use_sde`` is refused). A
+``train()`` and that event nothing changes what the next update reads (the rollout buffer is emptied, the policy put
+in eval mode) and nothing draws a random number but ``use_sde``'s noise for the rollout, which the checkpoint keeps. A
 resumed run fires the event again at the same boundary: the callbacks before this one in the list see it twice, the
 ones after it once; put it first (the zoo path does).
 
@@ -87,8 +87,6 @@ class ResumableCheckpoint(BaseCallback):
         self._last_write = time.monotonic()
 
     def _on_training_start(self) -> None:
-        if getattr(self.model, "use_sde", False):
-            raise ValueError("ResumableCheckpoint: use_sde draws its noise before the rollout boundary; not supported yet")
         check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
         self.folder = shared_folder(self.model, self.folder)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)

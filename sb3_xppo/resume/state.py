@@ -1,8 +1,8 @@
 """
 What a resumable checkpoint holds and how it is put back (docs/guide/resume.md): the model's file (SB3's ``save``:
 the policy with its PopArt statistics, the optimizer, every option and ``adaptive_kl_lr``), and beside it, without
-pickle (:mod:`sb3_xppo.resume.codec`), the rollout position and counters, the RNG states, VecNormalize's state, the
-envs' replay records and the resumable callbacks' states.
+pickle (:mod:`sb3_xppo.resume.codec`), the rollout position and counters, ``use_sde``'s noise, the RNG states,
+VecNormalize's state, the envs' replay records and the resumable callbacks' states.
 """
 
 from __future__ import annotations
@@ -56,6 +56,27 @@ def restore_rng(model: BaseAlgorithm, state: dict[str, Any]) -> None:
             getattr(model, name).np_random.bit_generator.state = space_state
 
 
+def sde_noise(model: BaseAlgorithm) -> list[np.ndarray] | None:
+    """
+    :return: ``use_sde``'s noise matrices (the single one and the per-env ones) that the rollout after the boundary
+        explores with: ``collect_rollouts`` draws them before the boundary's event, so the RNG states kept are past
+        them (None without ``use_sde``)
+    """
+    if not getattr(model, "use_sde", False):
+        return None
+    dist = model.policy.action_dist
+    return [dist.exploration_mat.detach().cpu().numpy(), dist.exploration_matrices.detach().cpu().numpy()]
+
+
+def restore_sde_noise(model: BaseAlgorithm, noise: list[np.ndarray] | None) -> None:
+    """Put the noise :func:`sde_noise` kept back, for the resumed run's first rollout (which then draws none)."""
+    if noise is None:
+        return
+    dist = model.policy.action_dist
+    dist.exploration_mat, dist.exploration_matrices = (th.as_tensor(a.copy(), device=model.device) for a in noise)
+    model._sde_noise_resumed = True  # type: ignore[attr-defined]  (XPPORolloutMixin's)
+
+
 def _numpy(value: Any) -> Any:
     return None if value is None else {k: v.copy() for k, v in value.items()} if isinstance(value, dict) else value.copy()
 
@@ -78,6 +99,7 @@ def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[st
         "last_episode_starts": _numpy(model._last_episode_starts),
         "last_original_obs": _numpy(getattr(model, "_last_original_obs", None)),
         "lstm_states": None if lstm is None else [t.cpu().numpy() for pair in lstm for t in pair],
+        "sde_noise": sde_noise(model),
         "ep_info_buffer": list(model.ep_info_buffer or []),
         "ep_success_buffer": list(model.ep_success_buffer or []),
         "rng": rng_state(model),
@@ -122,7 +144,10 @@ def read_state(members: dict[str, bytes]) -> dict[str, Any]:
 
 
 def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
-    """Put the counters, the rollout position, the LSTM states and the episode buffers back on a loaded model."""
+    """
+    Put the counters, the rollout position, the LSTM states, ``use_sde``'s noise and the episode buffers back on a
+    loaded model.
+    """
     for name, value in state["counters"].items():
         setattr(model, name, value)
     model._last_obs = _numpy(state["last_obs"])
@@ -132,6 +157,7 @@ def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
     if state["lstm_states"] is not None:
         h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in state["lstm_states"])
         model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]
+    restore_sde_noise(model, state.get("sde_noise"))
     window = model._stats_window_size
     model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=window)
     model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=window)
