@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import random
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch as th
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.distributions import StateDependentNoiseDistribution
 
 from sb3_xppo.resume.callbacks import callbacks_state, calls_state
 from sb3_xppo.resume.codec import decode, encode
@@ -64,7 +65,7 @@ def sde_noise(model: BaseAlgorithm) -> list[np.ndarray] | None:
     """
     if not getattr(model, "use_sde", False):
         return None
-    dist = model.policy.action_dist
+    dist = cast(StateDependentNoiseDistribution, model.policy.action_dist)
     return [dist.exploration_mat.detach().cpu().numpy(), dist.exploration_matrices.detach().cpu().numpy()]
 
 
@@ -72,9 +73,9 @@ def restore_sde_noise(model: BaseAlgorithm, noise: list[np.ndarray] | None) -> N
     """Put the noise :func:`sde_noise` kept back, for the resumed run's first rollout (which then draws none)."""
     if noise is None:
         return
-    dist = model.policy.action_dist
+    dist = cast(StateDependentNoiseDistribution, model.policy.action_dist)
     dist.exploration_mat, dist.exploration_matrices = (th.as_tensor(a.copy(), device=model.device) for a in noise)
-    model._sde_noise_resumed = True  # type: ignore[attr-defined]  (XPPORolloutMixin's)
+    model._sde_noise_resumed = True  # type: ignore[attr-defined]  # (XPPORolloutMixin's)
 
 
 def _numpy(value: Any) -> Any:
