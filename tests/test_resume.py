@@ -294,6 +294,42 @@ def test_a_vec_env_that_cannot_replay_is_refused_and_exact_false_resumes(tmp_pat
         assert XPPO.resume(tmp_path, env=own_env(), exact=False).learn(64, callback=ResumableCheckpoint(tmp_path))
 
 
+class HalfReward(gym.RewardWrapper):
+    def reward(self, reward):
+        return 0.5 * reward
+
+
+def time_feature_half_reward(env):  # a state above the Monitor (the time feature) and rewards other than the Monitor's
+    from sb3_contrib.common.wrappers import TimeFeatureWrapper
+
+    return HalfReward(TimeFeatureWrapper(env))
+
+
+@pytest.mark.parametrize("backend", ["lean", "dummy", "subproc"])
+def test_a_wrapper_class_above_the_monitor_is_replayed(backend, tmp_path):
+    # the recorder sits above it (vec_env/backends.py's recording): a replay beneath the Monitor would leave its state
+    from sb3_contrib.common.wrappers import TimeFeatureWrapper
+
+    from sb3_xppo.vec_env.replay import ActionRecorder
+
+    wrapper_class = TimeFeatureWrapper if backend == "subproc" else time_feature_half_reward  # (subproc: importable)
+
+    def env():
+        return make_vec_env("Pendulum-v1", 2, seed=0, backend=backend, wrapper_class=wrapper_class)
+
+    def monitors(venv):
+        return [venv.get_attr(name) for name in ("episode_returns", "episode_lengths", "total_steps", "rewards")]
+
+    reference = XPPO("MlpPolicy", env(), **SMALL).learn(512)  # (an episode ends at 200 steps after the checkpoint)
+    XPPO("MlpPolicy", env(), **SMALL).learn(512, callback=ResumableCheckpoint(tmp_path, every_rollouts=1, keep=9))
+    resumed = XPPO.resume(checkpoints(tmp_path)[2], env=env())
+    assert resumed.env.env_method("class_name") == ["ActionRecorder"] * 2
+    assert all(resumed.env.env_is_wrapped(ActionRecorder)) and all(resumed.env.env_is_wrapped(TimeFeatureWrapper))
+    resumed.learn(512, callback=ResumableCheckpoint(tmp_path / "b", 1))
+    assert same(resumed, reference) and monitors(resumed.env) == monitors(reference.env)
+    assert monitors(reference.env)[0] != [[], []]
+
+
 def test_a_dummy_vec_env_of_recorded_envs_replays(tmp_path):
     from stable_baselines3.common.monitor import Monitor
 

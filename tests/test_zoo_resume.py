@@ -233,3 +233,28 @@ def test_envs_that_cannot_be_replayed_resume_inexactly(tmp_path):
     with pytest.warns(UserWarning, match="exact=False: the envs are reset afresh"):
         train_main([*args, "--resume", "--inexact"])
     assert (tmp_path / RUN / "CartPole-v1.zip").is_file()
+
+
+def test_use_sde_and_an_env_wrapper_resume_bit_for_bit(tmp_path):
+    """
+    Pendulum-v1's entry (``use_sde``, ``sde_sample_freq: 4``) with an ``env_wrapper`` that keeps a state above the
+    Monitor: the finished run, resumed from its last checkpoint, ends with the same model and Monitor episodes.
+    """
+    args = [*("--env", "Pendulum-v1", "-n", "4096", "--seed", "2", "--eval-freq", "-1", "--checkpoint-rollouts", "1")]
+    args += [*("--no-progress", "--verbose", "0", "-f", str(tmp_path), "-params", "n_steps:256", "n_epochs:2")]
+    args += ["env_wrapper:'sb3_contrib.common.wrappers.TimeFeatureWrapper'"]
+    run = tmp_path / "xppo" / "Pendulum-v1_1"
+
+    def finished() -> tuple[dict[str, th.Tensor], list[pd.DataFrame]]:
+        with zipfile.ZipFile(run / "Pendulum-v1.zip") as archive:
+            policy = th.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
+        return policy, [pd.read_csv(run / f"{i}.monitor.csv", skiprows=1)[["r", "l"]] for i in range(4)]
+
+    train_main(args)
+    policy, monitors = finished()
+    assert sum(len(m) for m in monitors) == 20  # (4 envs of 1024 steps, 200-step episodes)
+    train_main([*args, "--resume"])  # (from the checkpoint before the last rollout, in place)
+    resumed_policy, resumed_monitors = finished()
+    assert all(th.equal(policy[k], resumed_policy[k]) for k in policy)
+    assert all(a.equals(b) for a, b in zip(monitors, resumed_monitors, strict=True))
+    assert not (tmp_path / "xppo" / "Pendulum-v1_2").exists()

@@ -149,7 +149,10 @@ def envs_state(venv: VecEnv) -> dict[str, Any]:
 
 
 def _set_monitor(venv: VecEnv, index: int, counters: dict[str, Any]) -> None:
-    """Put an env's Monitor counters back: on the Monitor itself (``DummyVecEnv``: found in the stack; else outermost)."""
+    """
+    Put an env's Monitor counters back: on the Monitor itself (``DummyVecEnv``: found in the stack; else the outermost
+    wrapper, or through the recorder at the top of the stack, above the wrappers over the Monitor).
+    """
     base = venv.unwrapped
     if isinstance(base, DummyVecEnv):
         env: Any = base.envs[index]
@@ -157,14 +160,11 @@ def _set_monitor(venv: VecEnv, index: int, counters: dict[str, Any]) -> None:
             env = env.env
         for name, value in counters.items():
             setattr(env, name, value)
-        return
-    if venv.env_method("class_name", indices=[index])[0] != Monitor.__name__:
-        raise ValueError(
-            f"env {index}: its Monitor is not its outermost wrapper, where {type(base).__name__} can reach its counters "
-            "(a wrapper_class above it); resume with exact=False"
-        )
-    for name, value in counters.items():
-        venv.set_attr(name, value, indices=[index])
+    elif venv.env_method("class_name", indices=[index])[0] == Monitor.__name__:
+        for name, value in counters.items():
+            venv.set_attr(name, value, indices=[index])
+    else:
+        venv.env_method("restore_monitor", counters, indices=[index])
 
 
 def replay_envs(venv: VecEnv, state: dict[str, Any]) -> None:

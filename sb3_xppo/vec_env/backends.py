@@ -76,6 +76,36 @@ def recorded_env(factory: Callable[..., Any], **env_kwargs: Any) -> gym.Env:
     return ActionRecorder(_patch_env(factory(**env_kwargs)))
 
 
+def recorded_above(wrapper_class: Callable[..., gym.Env], env: gym.Env, **wrapper_kwargs: Any) -> gym.Env:
+    """
+    A ``wrapper_class`` of SB3's ``make_vec_env`` with an :class:`~sb3_xppo.vec_env.replay.ActionRecorder` above it:
+    a wrapper above the ``Monitor`` may keep a state (a frame buffer, a time feature), which a replay rebuilds only
+    where it steps it.
+
+    :param wrapper_class: the wrapper asked for
+    :param env: the env in its ``Monitor``
+    :param wrapper_kwargs: the wrapper's keywords
+    :return: the wrapped env, recorded
+    """
+    return ActionRecorder(wrapper_class(env, **wrapper_kwargs))
+
+
+def recording(env_id: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """
+    What SB3's ``make_vec_env`` (ours, rl-zoo3's) is given so that each env can be rebuilt by replay: an
+    :class:`~sb3_xppo.vec_env.replay.ActionRecorder` directly beneath the ``Monitor`` (:func:`recorded_env`), or,
+    with a ``wrapper_class``, above it (:func:`recorded_above`), so that the replay steps every wrapper.
+
+    :param env_id: a function making the env (an env class, ``functools.partial(gym.make, env_id)``, rl-zoo3's)
+    :param kwargs: SB3's ``make_vec_env`` keywords
+    :return: the env factory and the keywords
+    """
+    wrapper_class = kwargs.get("wrapper_class")
+    if wrapper_class is None:
+        return functools.partial(recorded_env, env_id), kwargs
+    return env_id, {**kwargs, "wrapper_class": functools.partial(recorded_above, wrapper_class)}
+
+
 def _sb3_builder(
     vec_env_cls: type[VecEnv], env_id: str | Callable[..., gym.Env], n_envs: int, seed: int | None, /, **kwargs: Any
 ) -> VecEnv:
@@ -84,7 +114,7 @@ def _sb3_builder(
     render_mode = kwargs.pop("render_mode", None)
     env_id, kwargs = with_render_mode(env_id, render_mode, kwargs)
     if vec_env_cls in VEC_ENV_CLASSES.values():  # (EnvPool reads what to run from the env itself)
-        env_id = functools.partial(recorded_env, env_id if callable(env_id) else functools.partial(gym.make, env_id))
+        env_id, kwargs = recording(env_id if callable(env_id) else functools.partial(gym.make, env_id), kwargs)
     return env_util.make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=vec_env_cls, **kwargs)  # type: ignore[arg-type]
 
 

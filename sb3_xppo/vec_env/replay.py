@@ -2,8 +2,9 @@
 :class:`ActionRecorder`: what rebuilds an env's state by replay (docs/guide/resume.md). A Box2D or MuJoCo world
 cannot be pickled, but a gymnasium env is deterministic given the state of its ``np_random`` at its last reset, the
 reset's seed and options, and the actions since. The recorder, a pass-through wrapper the package's env builders put
-directly beneath SB3's ``Monitor``, records those; :meth:`ActionRecorder.replay` resets the env beneath it from them
-and steps the actions again, checking each reward and the observations bit for bit on the way.
+directly beneath SB3's ``Monitor`` (or above the wrappers over it, where there are some), records those;
+:meth:`ActionRecorder.replay` resets the env beneath it from them and steps the actions again, checking each reward
+and the observations bit for bit on the way.
 
 Layer 1: imports nothing else of the package.
 """
@@ -15,6 +16,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.monitor import Monitor
 
 
 class ReplayMismatchError(ValueError):
@@ -56,7 +58,8 @@ class ActionRecorder(gym.Wrapper):
     :class:`~sb3_xppo.vec_env.LeanVecEnv` steps the env beneath it directly and calls :meth:`record_step` (the same
     record).
 
-    :param env: the env, as built (``gym.make``'s stack), beneath SB3's ``Monitor``
+    :param env: the env, as built (``gym.make``'s stack), beneath SB3's ``Monitor``; or the top of the stack, where
+        wrappers sit above the ``Monitor``
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -107,12 +110,33 @@ class ActionRecorder(gym.Wrapper):
             "last_observation": copied(self.last_observation),
         }
 
+    def monitor_beneath(self) -> Monitor | None:
+        """:return: the ``Monitor`` beneath the recorder (one at the top of the stack), or None"""
+        env: Any = self.env
+        while isinstance(env, gym.Wrapper) and not isinstance(env, Monitor):
+            env = env.env
+        return env if isinstance(env, Monitor) else None
+
+    def restore_monitor(self, counters: dict[str, Any]) -> None:
+        """
+        Put the counters of the ``Monitor`` beneath back after a replay, which stepped it (a recorder at the top of
+        the stack; one beneath the ``Monitor`` leaves them to its VecEnv's ``set_attr``).
+
+        :param counters: attribute name -> value
+        :raises ValueError: where there is no ``Monitor`` beneath
+        """
+        monitor = self.monitor_beneath()
+        if monitor is None:
+            raise ValueError("the ActionRecorder has no Monitor beneath it to restore")
+        for name, value in counters.items():
+            setattr(monitor, name, value)
+
     def replay(self, snapshot: dict[str, Any] | None, rewards: list[float] | None = None, env_index: int = 0) -> None:
         """
         Put the env beneath back where ``snapshot`` was taken: reset it as it was reset (its ``np_random`` set to the
         recorded state first), then step the recorded actions. Checked bit for bit: the reset's observation, each
-        step's reward (against ``rewards``, the Monitor's rewards of the episode, where given) and the last
-        observation.
+        step's reward (against ``rewards``, the Monitor's rewards of the episode, where given and where no wrapper
+        between the Monitor and the recorder may change them) and the last observation.
 
         :param snapshot: what :meth:`replay_snapshot` returned (None: nothing to do)
         :param rewards: the rewards of the episode under way, step by step (SB3's ``Monitor.rewards``), or None
@@ -121,6 +145,9 @@ class ActionRecorder(gym.Wrapper):
         """
         if snapshot is None:
             return
+        monitor = self.monitor_beneath()
+        if monitor is not None and monitor is not self.env:
+            rewards = None  # (a wrapper between them, e.g. a reward clip, may give the recorder other rewards)
         record, actions = snapshot["reset"], snapshot["actions"]
         if record["rng_state"] is not None:
             self.env.unwrapped.np_random.bit_generator.state = record["rng_state"]

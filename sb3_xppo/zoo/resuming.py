@@ -29,7 +29,7 @@ from stable_baselines3.common.monitor import Monitor
 from sb3_xppo.common.zoo_files import load_zoo_yaml
 from sb3_xppo.resume import ResumableCheckpoint, checkpoints
 from sb3_xppo.resume.ranks import rank_folder, written_on_ranks
-from sb3_xppo.vec_env.backends import VEC_ENV_CLASSES, recorded_env
+from sb3_xppo.vec_env.backends import VEC_ENV_CLASSES, recording
 from sb3_xppo.zoo.runs import find_run_dirs
 
 #: ``--resume`` without a folder: the latest run folder of the algorithm and env
@@ -161,12 +161,13 @@ def recording_make_vec_env(make_vec_env: Callable[..., Any], plan: ResumePlan) -
     """
     :param make_vec_env: SB3's, as rl-zoo3 builds its envs with it
     :return: it with each env of the SB3 VecEnvs in an :class:`~sb3_xppo.vec_env.replay.ActionRecorder` beneath its
-        Monitor (the env rebuilt by replay on resume); a resumed run's Monitor files appended to, not started afresh
+        Monitor, or above the entry's ``env_wrapper`` (the env rebuilt by replay on resume; ``vec_env.backends.recording``);
+        a resumed run's Monitor files appended to, not started afresh
     """
 
     def make(env_id: Any, *args: Any, vec_env_cls: Any = None, monitor_kwargs: Any = None, **kwargs: Any) -> Any:
         if vec_env_cls is None or vec_env_cls in VEC_ENV_CLASSES.values():
-            env_id = functools.partial(recorded_env, env_id)  # (rl-zoo3's env id is a function making the env)
+            env_id, kwargs = recording(env_id, kwargs)  # (rl-zoo3's env id is a function making the env)
         if plan.resume is not None:
             monitor_kwargs = {**(monitor_kwargs or {}), "override_existing": False}
         return make_vec_env(env_id, *args, vec_env_cls=vec_env_cls, monitor_kwargs=monitor_kwargs, **kwargs)
