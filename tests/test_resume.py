@@ -18,7 +18,7 @@ import pytest
 import torch as th
 from stable_baselines3.common import logger as sb3_logger
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
-from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper, VecFrameStack, VecMonitor
 
 import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
 from sb3_xppo import XPPO, MaskableXPPO, ResumableCheckpoint
@@ -283,15 +283,53 @@ def test_bad_arguments_are_refused_by_name(run, tmp_path):
         XPPO.resume(folder, env=make_vec_env("CartPole-v1", 1, seed=0))
 
 
+class CountingVecEnv(VecEnvWrapper):
+    """A VecEnv wrapper of your own, with a state of its own (a step count)."""
+
+    def reset(self):
+        self.steps = 0
+        return self.venv.reset()
+
+    def step_wait(self):
+        self.steps += 1
+        return self.venv.step_wait()
+
+
 def test_a_vec_env_that_cannot_replay_is_refused_and_exact_false_resumes(tmp_path):
-    def own_env():  # a user's VecEnv of envs without the recorder
-        return VecFrameStack(DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2), 2)
+    def own_env():  # a user's VecEnv wrapper, whose state a checkpoint does not know
+        return CountingVecEnv(make_vec_env("CartPole-v1", 2, seed=0))
 
     XPPO("MlpPolicy", own_env(), **SMALL).learn(64, callback=ResumableCheckpoint(tmp_path, every_rollouts=1))
-    with pytest.raises(ValueError, match=r"VecEnv wrapper VecFrameStack keeps a state a replay does not rebuild.*exact=False"):
+    with pytest.raises(
+        ValueError, match=r"VecEnv wrapper CountingVecEnv keeps a state a replay does not rebuild.*exact=False"
+    ):
         XPPO.resume(tmp_path, env=own_env())
     with pytest.warns(UserWarning, match="exact=False"):
         assert XPPO.resume(tmp_path, env=own_env(), exact=False).learn(64, callback=ResumableCheckpoint(tmp_path))
+
+
+def dict_cartpole() -> gym.Env:
+    env = gym.make("CartPole-v1")
+    return gym.wrappers.TransformObservation(env, lambda obs: {"x": obs}, gym.spaces.Dict({"x": env.observation_space}))
+
+
+@pytest.mark.parametrize("dict_observations", [False, True])
+def test_vec_frame_stack_and_vec_monitor_resume_bit_for_bit(dict_observations, tmp_path):
+    # their state (the frames, the episode counters) kept beside the envs' replay; Dict observations stacked per key
+    def env():
+        return VecMonitor(VecFrameStack(make_vec_env(dict_cartpole if dict_observations else "CartPole-v1", 2, seed=0), 3))
+
+    policy = "MultiInputPolicy" if dict_observations else "MlpPolicy"
+    reference = XPPO(policy, env(), **SMALL).learn(TOTAL)
+    XPPO(policy, env(), **SMALL).learn(TOTAL, callback=ResumableCheckpoint(tmp_path, every_rollouts=1, keep=9))
+    resumed = XPPO.resume(checkpoints(tmp_path)[2], env=env())
+    assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+    assert resumed.env.episode_count == reference.env.episode_count > 0
+    assert np.array_equal(resumed.env.episode_returns, reference.env.episode_returns)
+    with pytest.raises(ValueError, match=r"VecEnv wrappers are \['VecMonitor', 'VecFrameStack'\] and the env given has"):
+        XPPO.resume(checkpoints(tmp_path)[2], env=VecMonitor(env()))
+    with pytest.raises(ValueError, match=r"cannot rebuild the run's VecEnv wrappers"):
+        XPPO.resume(checkpoints(tmp_path)[2])
 
 
 class HalfReward(gym.RewardWrapper):

@@ -2,7 +2,7 @@
 The training envs' state in a checkpoint, and their rebuilding by replay: for each env its
 :class:`~sb3_xppo.vec_env.replay.ActionRecorder`'s record and SB3's ``Monitor`` counters, through the VecEnv's
 ``env_method`` / ``get_attr`` (so ``DummyVecEnv``, ``LeanVecEnv`` and ``SubprocVecEnv`` alike); ``VecNormalize``'s
-statistics and per-env return accumulators.
+statistics and per-env return accumulators; ``VecFrameStack``'s frames and ``VecMonitor``'s counters.
 """
 
 from __future__ import annotations
@@ -10,9 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize, VecTransposeImage
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    VecEnv,
+    VecEnvWrapper,
+    VecFrameStack,
+    VecMonitor,
+    VecNormalize,
+    VecTransposeImage,
+)
+from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
 
 from sb3_xppo.vec_env.lean import MONITOR_STATE, LeanVecEnv
 from sb3_xppo.vec_env.replay import ActionRecorder
@@ -25,9 +35,12 @@ MONITOR_COUNTERS = tuple(
 #: SB3 ``VecEnv``'s own state: the seeds and options its next ``reset()`` passes on (``seed()``, ``set_options()``;
 #: ``tests/test_private_attributes.py`` checks them against SB3)
 VEC_ENV_STATE = ("_seeds", "_options")
-#: the VecEnv wrappers between the model and its envs that a replay restores: VecNormalize (its state saved), the
-#: stateless VecTransposeImage
-REPLAYABLE_WRAPPERS = (VecNormalize, VecTransposeImage)
+#: SB3 ``VecMonitor``'s counters a checkpoint keeps (its CSV writer is the run's own)
+VEC_MONITOR_COUNTERS = ("episode_returns", "episode_lengths", "episode_count", "t_start")
+#: the VecEnv wrappers between the model and its envs that a replay restores: VecNormalize (its state saved,
+#: :func:`vec_normalize_state`), VecFrameStack and VecMonitor (their state saved, :func:`layers_state`), the stateless
+#: VecTransposeImage
+REPLAYABLE_WRAPPERS = (VecNormalize, VecTransposeImage, VecFrameStack, VecMonitor)
 #: VecNormalize's settings, to rebuild it where ``resume`` is given no env
 VEC_NORMALIZE_SETTINGS = (
     "training",
@@ -128,6 +141,61 @@ def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, A
         vec_normalize.returns = np.zeros(vec_normalize.num_envs)
 
 
+def _stacked_state(stacked: StackedObservations) -> Any:
+    """:return: a ``VecFrameStack``'s frames (per key for a Dict space)"""
+    if isinstance(stacked.observation_space, spaces.Dict):
+        return {key: sub.stacked_obs.copy() for key, sub in stacked.sub_stacked_observations.items()}
+    return stacked.stacked_obs.copy()
+
+
+def _restore_stacked(stacked: StackedObservations, state: Any) -> None:
+    if isinstance(stacked.observation_space, spaces.Dict):
+        for key, sub in stacked.sub_stacked_observations.items():
+            sub.stacked_obs = state[key].copy()
+    else:
+        stacked.stacked_obs = state.copy()
+
+
+def layers_state(venv: VecEnv) -> list[dict[str, Any]]:
+    """
+    :return: the VecEnv wrappers between the model and its envs, outermost first, each with its state where a
+        checkpoint keeps it here: ``VecFrameStack``'s frames, ``VecMonitor``'s counters (VecNormalize's is
+        :func:`vec_normalize_state`'s)
+    """
+    layers, layer = [], venv
+    while isinstance(layer, VecEnvWrapper):
+        state: Any = None
+        if isinstance(layer, VecFrameStack):
+            state = _stacked_state(layer.stacked_obs)
+        elif isinstance(layer, VecMonitor):
+            state = {name: getattr(layer, name) for name in VEC_MONITOR_COUNTERS}
+        layers.append({"wrapper": type(layer).__name__, "state": state})
+        layer = layer.venv
+    return layers
+
+
+def restore_layers(venv: VecEnv, layers: list[dict[str, Any]]) -> None:
+    """
+    Put the state :func:`layers_state` kept back on the same VecEnv wrappers.
+
+    :raises ValueError: where the env's wrappers are not the run's (both named)
+    """
+    found = [layer["wrapper"] for layer in layers_state(venv)]
+    if found != [layer["wrapper"] for layer in layers]:
+        raise ValueError(
+            f"the checkpoint's VecEnv wrappers are {[layer['wrapper'] for layer in layers]} and the env given has "
+            f"{found}: give resume() the env the run was built with"
+        )
+    layer: Any = venv
+    for kept in layers:
+        if isinstance(layer, VecFrameStack):
+            _restore_stacked(layer.stacked_obs, kept["state"])
+        elif isinstance(layer, VecMonitor):
+            for name, value in kept["state"].items():
+                setattr(layer, name, value.copy() if isinstance(value, np.ndarray) else value)
+        layer = layer.venv
+
+
 def envs_state(venv: VecEnv) -> dict[str, Any]:
     """:return: each env's replay record and Monitor counters, and what rebuilds the VecEnv where none is given"""
     reason = not_replayable(venv)
@@ -140,6 +208,7 @@ def envs_state(venv: VecEnv) -> dict[str, Any]:
     state["env_id"] = spec.id if spec is not None else None
     state["pending"] = {name: getattr(venv.unwrapped, name) for name in VEC_ENV_STATE}
     if reason is None:
+        state["layers"] = layers_state(venv)
         state["snapshots"] = [venv.env_method("replay_snapshot", indices=[i])[0] for i in range(n_envs)]
         state["monitors"] = [
             {name: venv.get_attr(name, indices=[i])[0] for name in MONITOR_COUNTERS} if wrapped else None
@@ -181,6 +250,8 @@ def replay_envs(venv: VecEnv, state: dict[str, Any]) -> None:
         raise ValueError(f"the envs cannot be rebuilt exactly: {reason}. Resume with exact=False to reset them afresh")
     for name, value in state["pending"].items():
         setattr(venv.unwrapped, name, list(value))
+    if "layers" in state:  # (written since VecFrameStack and VecMonitor resume)
+        restore_layers(venv, state["layers"])
     for index, (snapshot, monitor) in enumerate(zip(state["snapshots"], state["monitors"], strict=True)):
         rewards = list(monitor["rewards"]) if monitor is not None else None
         venv.env_method("replay", snapshot, rewards, index, indices=[index])

@@ -8,7 +8,7 @@ import os
 import warnings
 from typing import Any
 
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize, VecTransposeImage
 
 from sb3_xppo.resume.callbacks import restore_callbacks, restore_calls
 from sb3_xppo.resume.envs import reach_envs, replay_envs, restore_vec_normalize
@@ -45,10 +45,13 @@ class PendingResume:
 def rebuilt_env(state: dict[str, Any]) -> VecEnv:
     """:return: the run's VecEnv rebuilt from the checkpoint's record, where it is one ``make_vec_env`` builds"""
     envs = state["envs"]
+    wrappers = [layer["wrapper"] for layer in envs.get("layers", [])]
     if envs["env_id"] is None or envs["vec_env"] not in BACKENDS:
         raise ValueError(
             f"resume() cannot rebuild the run's env (a {envs['vec_env']} of env id {envs['env_id']!r}): give it as env="
         )
+    if set(wrappers) - {VecNormalize.__name__, VecTransposeImage.__name__}:
+        raise ValueError(f"resume() cannot rebuild the run's VecEnv wrappers {wrappers}: give the env as env=")
     venv = make_vec_env(envs["env_id"], envs["n_envs"], backend=BACKENDS[envs["vec_env"]])
     vec_normalize = state["vec_normalize"]
     if vec_normalize is not None:
