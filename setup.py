@@ -52,6 +52,10 @@ setup(
             "moviepy",
             # rl-zoo3's enjoy imports requests (through rl_zoo3.load_from_hub) without declaring it
             "requests",
+            # rl-zoo3's Atari entries: the ALE (its ROMs included since 0.9) and OpenCV for SB3's AtariWrapper; the exact
+            # resume of an Atari run is tested on Breakout (tests/test_resume.py)
+            "ale-py>=0.9",
+            "opencv-python-headless",
             # the EnvPool backend (make_vec_env(backend="envpool"), --vec-env envpool); 1.2.5 is the release tested
             # (gymnasium 1.x, NumPy 2, LunarLander-v3 and the MuJoCo v5 tasks, per-env seeds); ~0.7 GB with its assets
             "envpool>=1.2.5,<2.0",

@@ -24,6 +24,7 @@ import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
 from sb3_xppo import XPPO, MaskableXPPO, ResumableCheckpoint
 from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError, checkpoints, read_checkpoint
 from sb3_xppo.resume.codec import decode, encode
+from sb3_xppo.resume.state import read_state
 from sb3_xppo.vec_env import make_vec_env
 
 SMALL = dict(n_steps=16, batch_size=32, n_epochs=2, seed=1, device="cpu", policy_kwargs=dict(net_arch=[8]))
@@ -366,6 +367,118 @@ def test_a_wrapper_class_above_the_monitor_is_replayed(backend, tmp_path):
     resumed.learn(512, callback=ResumableCheckpoint(tmp_path / "b", 1))
     assert same(resumed, reference) and monitors(resumed.env) == monitors(reference.env)
     assert monitors(reference.env)[0] != [[], []]
+
+
+class LivesEnv(gym.Env):
+    """An Atari-like env for ``AtariWrapper``'s lives and no-op wrappers: 3 lives, one lost every 7 steps."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.ale = self  # (EpisodicLifeEnv reads env.unwrapped.ale.lives())
+
+    def lives(self):
+        return self.remaining
+
+    def get_action_meanings(self):
+        return ["NOOP", "RIGHT"]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.remaining, self.t, self.x = 3, 0, self.np_random.normal()
+        return np.array([self.x, self.remaining], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        self.x += 0.1 * (action - 0.5) + 0.01 * self.np_random.normal()
+        self.remaining -= self.t % 7 == 0
+        return np.array([self.x, self.remaining], dtype=np.float32), float(action), self.remaining == 0, False, {}
+
+
+def atari_like(env):
+    from stable_baselines3.common.atari_wrappers import EpisodicLifeEnv, MaxAndSkipEnv, NoopResetEnv
+
+    return EpisodicLifeEnv(MaxAndSkipEnv(NoopResetEnv(env, noop_max=5), skip=2))
+
+
+@pytest.mark.parametrize("backend", ["lean", "dummy"])
+def test_resets_that_do_not_reset_the_env_are_replayed(backend, tmp_path):
+    # after a lost life, EpisodicLifeEnv's reset steps instead: the recorder above keeps it in the record under way
+    def env():
+        return make_vec_env(LivesEnv, 2, seed=0, backend=backend, wrapper_class=atari_like)
+
+    reference = XPPO("MlpPolicy", env(), **SMALL).learn(TOTAL)
+    XPPO("MlpPolicy", env(), **SMALL).learn(TOTAL, callback=ResumableCheckpoint(tmp_path, every_rollouts=1, keep=9))
+    states = [read_state(read_checkpoint(path)) for path in checkpoints(tmp_path)]
+    assert any(state["envs"]["snapshots"][0]["inner_resets"] for state in states)  # (the premise: some hold one)
+    for index, path in enumerate(checkpoints(tmp_path)):
+        resumed = XPPO.resume(path, env=env())
+        assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path / str(index), 1)), reference)
+
+
+class ImageEnv(gym.Env):
+    """Images drawn from the env's own ``np_random`` (so it replays), ``n_channels`` channels last."""
+
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, n_channels: int = 1):
+        self.observation_space = gym.spaces.Box(0, 255, (36, 36, n_channels), np.uint8)
+
+    def image(self):
+        return (self.np_random.random(self.observation_space.shape) * 255).astype(np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.image(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.image(), float(action == 1), False, self.t >= 20, {}
+
+
+CNN = dict(SMALL, policy_kwargs=dict(net_arch=[8], features_extractor_kwargs=dict(features_dim=8)))
+
+
+@pytest.mark.parametrize("n_channels", [1, 3])
+@pytest.mark.parametrize("share_features_extractor", [True, False])
+def test_image_observations_resume_bit_for_bit(n_channels, share_features_extractor, tmp_path):
+    # VecTransposeImage hands the policy a transposed view; a convolution rounds differently on a C-order copy (and
+    # takes one channel's view as channels-last), so the checkpoint keeps the observation's strides
+    keywords = dict(CNN, policy_kwargs=dict(CNN["policy_kwargs"], share_features_extractor=share_features_extractor))
+
+    def env():
+        return make_vec_env(ImageEnv, 2, seed=0, env_kwargs=dict(n_channels=n_channels))
+
+    reference = XPPO("CnnPolicy", env(), **keywords).learn(128)
+    XPPO("CnnPolicy", env(), **keywords).learn(128, callback=ResumableCheckpoint(tmp_path, every_rollouts=1, keep=9))
+    resumed = XPPO.resume(checkpoints(tmp_path)[0], env=env())
+    assert resumed._last_obs.strides == resumed.env.reset().strides != resumed._last_obs.copy(order="C").strides
+    resumed = XPPO.resume(checkpoints(tmp_path)[0], env=env())
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+
+
+@pytest.mark.slow
+def test_atari_resumes_bit_for_bit_from_every_checkpoint(tmp_path):
+    """Breakout with rl-zoo3's Atari set-up (SB3's AtariWrapper, 4 frames stacked): lives lost, fire and no-op resets."""
+    ale_py = pytest.importorskip("ale_py")
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    gym.register_envs(ale_py)
+
+    def env():
+        return VecFrameStack(make_vec_env("BreakoutNoFrameskip-v4", 2, seed=0, wrapper_class=AtariWrapper), 4)
+
+    features = dict(net_arch=[16], features_extractor_kwargs=dict(features_dim=16))
+    keywords = dict(SMALL, n_steps=32, batch_size=64, n_epochs=1, policy_kwargs=features)
+    reference = XPPO("CnnPolicy", env(), **keywords).learn(384)
+    XPPO("CnnPolicy", env(), **keywords).learn(384, callback=ResumableCheckpoint(tmp_path, every_rollouts=1, keep=9))
+    states = [read_state(read_checkpoint(path)) for path in checkpoints(tmp_path)]
+    assert any(snapshot["inner_resets"] for state in states for snapshot in state["envs"]["snapshots"])  # (lives lost)
+    for index, path in enumerate(checkpoints(tmp_path)):
+        resumed = XPPO.resume(path, env=env())
+        assert same(resumed.learn(384, callback=ResumableCheckpoint(tmp_path / str(index), 1)), reference), path.name
 
 
 def test_a_dummy_vec_env_of_recorded_envs_replays(tmp_path):

@@ -78,8 +78,38 @@ def restore_sde_noise(model: BaseAlgorithm, noise: list[np.ndarray] | None) -> N
     model._sde_noise_resumed = True  # type: ignore[attr-defined]  # (XPPORolloutMixin's)
 
 
-def _numpy(value: Any) -> Any:
-    return None if value is None else {k: v.copy() for k, v in value.items()} if isinstance(value, dict) else value.copy()
+def _kept(value: Any) -> tuple[Any, Any]:
+    """
+    An observation, and its strides where they are not a copy's: the first step after the boundary reads it, and
+    torch's kernels may round differently on another layout (``VecTransposeImage``'s transposed view of one-channel
+    images has the strides of channels-last, which a convolution takes as such).
+
+    :param value: an array, a dict of arrays (Dict observations) or None
+    :return: the array(s), copied, and for each its strides (None: a copy's)
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, dict):
+        pairs = {key: _kept(array) for key, array in value.items()}
+        return {key: pair[0] for key, pair in pairs.items()}, {key: pair[1] for key, pair in pairs.items()}
+    copy = np.ascontiguousarray(value).copy()
+    same = value.strides == copy.strides or min(value.strides, default=0) < 0  # (a reversed view: a copy's)
+    return copy, None if same else list(value.strides)
+
+
+def _restored(array: Any, strides: Any) -> Any:
+    """:return: the value :func:`_kept` kept, with its strides"""
+    if array is None:
+        return None
+    if isinstance(array, dict):
+        return {key: _restored(value, None if strides is None else strides[key]) for key, value in array.items()}
+    if strides is None:
+        return array.copy()
+    extent = sum((size - 1) * stride for size, stride in zip(array.shape, strides, strict=True)) + array.itemsize
+    memory = np.empty(-(-extent // array.itemsize), dtype=array.dtype)
+    laid_out = np.lib.stride_tricks.as_strided(memory, array.shape, strides, writeable=True)
+    laid_out[...] = array
+    return laid_out
 
 
 def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[str, bytes]:
@@ -92,13 +122,17 @@ def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[st
     model_file = io.BytesIO()
     model.save(model_file)
     lstm = getattr(model, "_last_lstm_states", None)
+    last_obs, last_obs_strides = _kept(model._last_obs)
+    last_original_obs, last_original_obs_strides = _kept(getattr(model, "_last_original_obs", None))
     state = {
         "format": 1,
         "algorithm": type(model).__name__,
         "counters": {name: getattr(model, name) for name in COUNTERS},
-        "last_obs": _numpy(model._last_obs),
-        "last_episode_starts": _numpy(model._last_episode_starts),
-        "last_original_obs": _numpy(getattr(model, "_last_original_obs", None)),
+        "last_obs": last_obs,
+        "last_obs_strides": last_obs_strides,
+        "last_episode_starts": np.array(model._last_episode_starts),
+        "last_original_obs": last_original_obs,
+        "last_original_obs_strides": last_original_obs_strides,
         "lstm_states": None if lstm is None else [t.cpu().numpy() for pair in lstm for t in pair],
         "sde_noise": sde_noise(model),
         "ep_info_buffer": list(model.ep_info_buffer or []),
@@ -151,10 +185,10 @@ def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
     """
     for name, value in state["counters"].items():
         setattr(model, name, value)
-    model._last_obs = _numpy(state["last_obs"])
-    model._last_episode_starts = _numpy(state["last_episode_starts"])
+    model._last_obs = _restored(state["last_obs"], state.get("last_obs_strides"))
+    model._last_episode_starts = state["last_episode_starts"].copy()
     if state["last_original_obs"] is not None:
-        model._last_original_obs = _numpy(state["last_original_obs"])
+        model._last_original_obs = _restored(state["last_original_obs"], state.get("last_original_obs_strides"))
     if state["lstm_states"] is not None:
         h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in state["lstm_states"])
         model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]

@@ -93,17 +93,18 @@ def recorded_above(wrapper_class: Callable[..., gym.Env], env: gym.Env, **wrappe
 def recording(env_id: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
     """
     What SB3's ``make_vec_env`` (ours, rl-zoo3's) is given so that each env can be rebuilt by replay: an
-    :class:`~sb3_xppo.vec_env.replay.ActionRecorder` directly beneath the ``Monitor`` (:func:`recorded_env`), or,
-    with a ``wrapper_class``, above it (:func:`recorded_above`), so that the replay steps every wrapper.
+    :class:`~sb3_xppo.vec_env.replay.ActionRecorder` directly beneath the ``Monitor`` (:func:`recorded_env`), and
+    with a ``wrapper_class`` another above it (:func:`recorded_above`), which replays: it steps every wrapper, and the
+    one beneath tells it which resets reset the env (Atari's lives wrapper makes some that do not).
 
     :param env_id: a function making the env (an env class, ``functools.partial(gym.make, env_id)``, rl-zoo3's)
     :param kwargs: SB3's ``make_vec_env`` keywords
     :return: the env factory and the keywords
     """
     wrapper_class = kwargs.get("wrapper_class")
-    if wrapper_class is None:
-        return functools.partial(recorded_env, env_id), kwargs
-    return env_id, {**kwargs, "wrapper_class": functools.partial(recorded_above, wrapper_class)}
+    if wrapper_class is not None:
+        kwargs = {**kwargs, "wrapper_class": functools.partial(recorded_above, wrapper_class)}
+    return functools.partial(recorded_env, env_id), kwargs
 
 
 def _sb3_builder(

@@ -58,6 +58,11 @@ class ActionRecorder(gym.Wrapper):
     :class:`~sb3_xppo.vec_env.LeanVecEnv` steps the env beneath it directly and calls :meth:`record_step` (the same
     record).
 
+    At the top of a stack with another recorder beneath (the package's builders with a ``wrapper_class``), a reset
+    that does not reset the env beneath that recorder (Atari's ``EpisodicLifeEnv`` after a lost life steps instead)
+    does not start a new record: it joins the one under way, and the replay makes it again at the same step, so that
+    the wrappers between go through the same calls.
+
     :param env: the env, as built (``gym.make``'s stack), beneath SB3's ``Monitor``; or the top of the stack, where
         wrappers sit above the ``Monitor``
     """
@@ -66,16 +71,33 @@ class ActionRecorder(gym.Wrapper):
         super().__init__(env)
         self.reset_record: dict[str, Any] | None = None
         self.recorded_actions: list[np.ndarray] = []
+        #: the resets since the record's that did not reset the env beneath: (actions before it, seed, options)
+        self.inner_resets: list[tuple[int, int | None, dict[str, Any] | None]] = []
         self.reset_observation: Any = None
         self.last_observation: Any = None
+        #: how many times this recorder's env was reset (what a recorder above reads)
+        self.resets = 0
+
+    def recorder_beneath(self) -> ActionRecorder | None:
+        """:return: the next recorder down the stack (one beneath the ``Monitor``, where this one is at the top), or None"""
+        env: Any = self.env
+        while isinstance(env, gym.Wrapper) and not isinstance(env, ActionRecorder):
+            env = env.env
+        return env if isinstance(env, ActionRecorder) else None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        beneath = self.recorder_beneath()
+        resets_beneath = beneath.resets if beneath is not None else 0
         rng_state = None if seed is not None else self.env.unwrapped.np_random.bit_generator.state
         observation, info = self.env.reset(seed=seed, options=options)
-        self.reset_record = {"seed": seed, "options": options, "rng_state": rng_state}
-        self.recorded_actions = []
-        self.reset_observation = copied(observation)
+        self.resets += 1
         self.last_observation = observation
+        if beneath is not None and beneath.resets == resets_beneath and self.reset_record is not None:
+            self.inner_resets.append((len(self.recorded_actions), seed, deepcopy(options)))
+            return observation, info
+        self.reset_record = {"seed": seed, "options": options, "rng_state": rng_state}
+        self.recorded_actions, self.inner_resets = [], []
+        self.reset_observation = copied(observation)
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -92,8 +114,9 @@ class ActionRecorder(gym.Wrapper):
     def replay_snapshot(self) -> dict[str, Any] | None:
         """
         :return: the record of the episode under way: ``reset`` (seed, options, ``rng_state``), ``actions`` (stacked,
-            ``(steps, *action_shape)``), ``reset_observation`` and ``last_observation``; None before the first reset
-            (an env built afresh is in that state)
+            ``(steps, *action_shape)``), ``inner_resets`` (the resets since that did not reset the env beneath: the
+            actions before each, its seed and options), ``reset_observation`` and ``last_observation``; None before
+            the first reset (an env built afresh is in that state)
         """
         if self.reset_record is None:
             return None
@@ -106,6 +129,7 @@ class ActionRecorder(gym.Wrapper):
         return {
             "reset": deepcopy(self.reset_record),
             "actions": actions,
+            "inner_resets": [{"step": step, "seed": seed, "options": options} for step, seed, options in self.inner_resets],
             "reset_observation": copied(self.reset_observation),
             "last_observation": copied(self.last_observation),
         }
@@ -162,9 +186,16 @@ class ActionRecorder(gym.Wrapper):
 
         if not same_bits(observation, snapshot["reset_observation"]):
             raise mismatch(0, "the reset's observation")
-        for step, action in enumerate(actions, start=1):
-            observation, reward, *_ = self.step(action)
-            if rewards is not None and step <= len(rewards) and float(reward) != rewards[step - 1]:
-                raise mismatch(step, f"the reward ({float(reward)!r}, was {rewards[step - 1]!r})")
+        inner_resets = {reset["step"]: reset for reset in snapshot.get("inner_resets", [])}
+        for step in range(len(actions) + 1):
+            if step in inner_resets:  # (one that did not reset the env beneath, made again after as many actions)
+                observation, _ = self.reset(seed=inner_resets[step]["seed"], options=inner_resets[step]["options"])
+            if step == len(actions):
+                break
+            observation, reward, *_ = self.step(actions[step])
+            if rewards is not None and step < len(rewards) and float(reward) != rewards[step]:
+                raise mismatch(step + 1, f"the reward ({float(reward)!r}, was {rewards[step]!r})")
+        if len(self.inner_resets) != len(inner_resets):
+            raise mismatch(len(actions), "the resets that did not reset the env beneath")
         if not same_bits(observation, snapshot["last_observation"]):
             raise mismatch(len(actions), "the observation")

@@ -19,7 +19,7 @@ EXTRA_WORDS = {
     "extra": 'rl-zoo3 (training, evaluation, optuna search, `enjoy`), EnvPool (`make_vec_env(backend="envpool")`, '
     "with its MuJoCo assets), MuJoCo through `gymnasium[mujoco]` (the Hopper and HalfCheetah benchmarks), the PostgreSQL "
     "driver for distributed search, tensorboard, rliable, pandas, scipy and matplotlib (benchmarks and plots), moviepy "
-    "with ffmpeg (videos)",
+    "with ffmpeg (videos), the ALE and OpenCV (rl-zoo3's Atari entries)",
     "ray": 'Ray, for `RayVecEnv`: the envs in Ray actors on the nodes of a cluster (`make_vec_env(backend="ray")`, '
     "`--vec-env ray`)",
     "docs": "Sphinx, the Read the Docs theme and MyST (this documentation)",
