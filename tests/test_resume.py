@@ -554,3 +554,47 @@ def test_use_sde_resumes_bit_for_bit(algorithm, policy, sde_sample_freq, tmp_pat
     assert resumed._sde_noise_resumed and "_sde_noise_resumed" in resumed._excluded_save_params()
     assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
     assert not resumed._sde_noise_resumed
+
+
+@pytest.mark.parametrize("algorithm", ["XPPO", "RecurrentXPPO", "MaskableXPPO"])
+def test_a_dagger_run_resumes_bit_for_bit(algorithm, tmp_path):
+    # the callback's aggregated dataset (a ring that wraps), its warm-up, a trained projector with the gradient its
+    # next step takes, and the random numbers its setup draws (the projector's initialisation) are kept
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    import sb3_xppo
+    from sb3_xppo import DaggerCallback
+
+    cls = getattr(sb3_xppo, algorithm)
+    options: dict = dict(buffer_size=100, beta=0.3, pretrain_steps=4)
+    if algorithm == "MaskableXPPO":
+        teacher: object = MaskablePPO("MlpPolicy", "sb3_xppo/GridMaze-v0", seed=5, device="cpu")
+
+        def env():
+            return make_vec_env("sb3_xppo/GridMaze-v0", 2, seed=0)
+
+        policy, keywords = "MlpPolicy", SMALL
+    else:
+        teacher = PPO("MlpPolicy", "CartPole-v1", seed=5, device="cpu")
+        env = cartpole
+        if algorithm == "XPPO":
+            policy, keywords = "MlpPolicy", SMALL
+            layers = dict(student_layer="mlp_extractor.policy_net.0", teacher_layer="mlp_extractor.policy_net.2")
+            options.update(layers, rep_align_projector=True, rep_align_weight=0.5)
+        else:
+            policy, keywords = "MlpLstmPolicy", dict(SMALL, policy_kwargs=dict(net_arch=[8], lstm_hidden_size=8))
+
+    def learn(model, folder):
+        callback = DaggerCallback(teacher, **options)
+        model.learn(TOTAL, callback=[ResumableCheckpoint(folder, every_rollouts=1, keep=9), callback])
+        return model, callback
+
+    reference, distillation = learn(cls(policy, env(), **keywords), tmp_path / "run")
+    assert len(distillation.dataset) == 100  # (the ring wrapped: 192 states went in)
+    resumed, resumed_distillation = learn(cls.resume(checkpoints(tmp_path / "run")[2], env=env()), tmp_path / "again")
+    assert same(resumed, reference)
+    rows, resumed_rows = distillation.dataset.state(), resumed_distillation.dataset.state()
+    assert rows["pos"] == resumed_rows["pos"] and str(rows["rows"]) == str(resumed_rows["rows"])
+    if algorithm == "XPPO":
+        assert th.equal(distillation.distiller.projector.weight, resumed_distillation.distiller.projector.weight)

@@ -76,5 +76,5 @@ class ResumeMixin:
             )
         self._total_timesteps = total_timesteps
         pending.restore_logger(cast(Any, self).logger)  # (BaseAlgorithm.logger, configured just now)
-        pending.restore_callbacks(callback)
+        pending.restore_callbacks(callback, self)
         return total_timesteps, callback

@@ -63,6 +63,47 @@ class Aggregation:
             # Its own optimizer: adding it to the student's would break loading the saved optimizer state
             self.projector_optimizer = th.optim.Adam(projector.parameters(), lr=self.optimizer.param_groups[0]["lr"])
 
+    def state(self) -> dict[str, Any]:
+        """
+        :return: what a resumable checkpoint keeps of the distillation (docs/guide/resume.md): the dataset, the states
+            added since the last round, whether the warm-up ran, and a trained projector with its optimizer and the
+            gradient of the last minibatch, which the next minibatch's hook steps on (:meth:`step_projector`)
+        """
+        projector = self.distiller.projector
+        optimizer = self.projector_optimizer
+        module = projector if isinstance(projector, th.nn.Module) else None
+        return {
+            "dataset": self.dataset.state(),
+            "pending": self.pending,
+            "pretrained": self.pretrained,
+            "projector": None if module is None else as_numpy(dict(module.state_dict())),
+            "projector_grads": None if module is None else [as_numpy(p.grad) for p in module.parameters()],
+            "projector_optimizer": None if optimizer is None else as_numpy(optimizer_state(optimizer)),
+        }
+
+    def restore(self, state: dict[str, Any], like: dict[str, Tree]) -> None:
+        """
+        Put what :meth:`state` kept back.
+
+        :param state: what :meth:`state` returned
+        :param like: a batch of the dataset's fields (:meth:`~.dataset.AggregatedDataset.restore`)
+        :raises ValueError: where the checkpoint's distillation trained a projector and this one has none
+        """
+        self.dataset.restore(state["dataset"], like)
+        self.pending, self.pretrained = int(state["pending"]), bool(state["pretrained"])
+        projector = self.distiller.projector
+        if state["projector"] is not None:
+            if not isinstance(projector, th.nn.Module):
+                raise ValueError(
+                    "the checkpoint's distillation trained a rep_align_projector: give the callback the run's options"
+                )
+            projector.load_state_dict(as_torch(state["projector"]))
+            for parameter, grad in zip(projector.parameters(), state["projector_grads"], strict=True):
+                parameter.grad = None if grad is None else as_torch(grad).to(parameter.device)
+        if state["projector_optimizer"] is not None and self.projector_optimizer is not None:
+            saved = as_torch(state["projector_optimizer"])
+            self.projector_optimizer.load_state_dict({**saved, "state": {int(k): v for k, v in saved["state"].items()}})
+
     def add(self, masks: np.ndarray | None) -> None:
         """Store the state the student is about to act in (the model's ``_last_obs``), with ``masks``."""
         self.dataset.add(**self.pair.state(masks))
@@ -200,3 +241,31 @@ def _pretrain_actions(pair: StudentTeacher, obs: Tree, masks: np.ndarray | None)
     if isinstance(space, spaces.Box):
         actions_np = np.clip(actions_np, space.low, space.high)
     return actions_np
+
+
+def optimizer_state(optimizer: th.optim.Optimizer) -> dict[str, Any]:
+    """:return: an optimizer's ``state_dict()`` with string keys for its per-parameter state (as a checkpoint keeps it)"""
+    state = optimizer.state_dict()
+    return {**state, "state": {str(k): v for k, v in state["state"].items()}}
+
+
+def as_numpy(tree: Any) -> Any:
+    """:return: ``tree`` (dicts, lists, tuples) with every tensor a numpy array on the CPU"""
+    if isinstance(tree, th.Tensor):
+        return tree.detach().cpu().numpy()
+    if isinstance(tree, dict):
+        return {k: as_numpy(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(as_numpy(v) for v in tree)
+    return tree
+
+
+def as_torch(tree: Any) -> Any:
+    """:return: ``tree`` with every numpy array a tensor (what :func:`as_numpy` took apart)"""
+    if isinstance(tree, np.ndarray):
+        return th.as_tensor(tree.copy())
+    if isinstance(tree, dict):
+        return {k: as_torch(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(as_torch(v) for v in tree)
+    return tree

@@ -197,6 +197,26 @@ class DaggerCallback(BaseCallback):
         finally:
             self._release()
 
+    # ----------------------------------------------------------------------------------------------------------------
+    # Resumable checkpoints (docs/guide/resume.md): the distillation's state beside the model's
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def resumable_state(self) -> dict[str, Any]:
+        """
+        :return: what a :class:`~sb3_xppo.ResumableCheckpoint` keeps of the distillation: the aggregated dataset, the
+            states added since the last round of the callback's own steps, whether the warm-up ran, and a trained
+            ``rep_align_projector`` with its optimizer (the teacher is given again, as the run gave it)
+        """
+        assert self._aggregation is not None
+        return self._aggregation.state()
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Put what :meth:`resumable_state` kept back, in the resumed run's ``learn()`` (the callback bound to its model)."""
+        assert self._pair is not None and self._aggregation is not None
+        self._pair.observe()
+        # (the storage takes the structure and types of the fields of the state the resumed run starts from)
+        self._aggregation.restore(state, like=self._pair.state(None))
+
     def _release(self) -> None:
         """Stop steering the student: the hooks removed, the patch detached (idempotent)."""
         if self._steering is not None:

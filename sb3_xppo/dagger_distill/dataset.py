@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch as th
 
 from sb3_xppo.dagger_distill.pytree import Tree, batch_size_of, tree_index, tree_map
@@ -42,10 +44,7 @@ class AggregatedDataset:
             fields = {k: tree_index(v, slice(n - self.capacity, n)) for k, v in fields.items()}
             n = self.capacity
         if self._storage is None:
-            self._storage = {
-                k: tree_map(lambda x: th.empty((self.capacity, *x.shape[1:]), dtype=x.dtype, device=x.device), v)
-                for k, v in fields.items()
-            }
+            self._storage = self._allocated(fields)
         elif set(fields) != set(self._storage):
             raise ValueError(f"fields must be the same at every add(): {sorted(self._storage)}, got {sorted(fields)}")
         rows = (self._pos + th.arange(n)) % self.capacity
@@ -57,6 +56,50 @@ class AggregatedDataset:
             tree_map(write, self._storage[k], v)
         self._pos = (self._pos + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
+
+    def _allocated(self, fields: dict[str, Tree]) -> dict[str, Tree]:
+        """:return: empty storage for ``capacity`` rows of ``fields`` (their structure, devices and dtypes)"""
+        return {
+            k: tree_map(lambda x: th.empty((self.capacity, *x.shape[1:]), dtype=x.dtype, device=x.device), v)
+            for k, v in fields.items()
+        }
+
+    def state(self) -> dict[str, Any]:
+        """
+        :return: what a resumable checkpoint keeps (docs/guide/resume.md): the rows held (numpy arrays, in their ring
+            order) and the ring's position
+        """
+        size = self._size
+        rows = (
+            None
+            if self._storage is None
+            else {k: tree_map(lambda x: x[:size].cpu().numpy(), v) for k, v in self._storage.items()}
+        )
+        return {"rows": rows, "pos": self._pos, "size": size}
+
+    def restore(self, state: dict[str, Any], like: dict[str, Tree]) -> None:
+        """
+        Put the rows :meth:`state` kept back.
+
+        :param state: what :meth:`state` returned
+        :param like: a batch of the fields :meth:`add` is given (their structure, pytree types, devices and dtypes)
+        :raises ValueError: where the rows do not fit ``like``'s structure, or the capacity is smaller
+        """
+        self._storage, self._pos, self._size = None, 0, 0
+        if state["rows"] is None:
+            return
+        if state["size"] > self.capacity:
+            raise ValueError(f"the checkpoint's dataset holds {state['size']} rows, more than the capacity {self.capacity}")
+        storage = self._allocated(like)
+        if set(storage) != set(state["rows"]):
+            raise ValueError(f"the checkpoint's dataset has the fields {sorted(state['rows'])}, this one {sorted(storage)}")
+        for k, rows in state["rows"].items():
+
+            def write(buffer: th.Tensor, saved: Any) -> None:
+                buffer[: len(saved)] = th.as_tensor(saved).to(buffer.device, buffer.dtype)
+
+            tree_map(write, storage[k], rows)
+        self._storage, self._pos, self._size = storage, int(state["pos"]), int(state["size"])
 
     def get(self, index: th.Tensor) -> dict[str, Tree]:
         """

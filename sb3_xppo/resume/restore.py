@@ -25,18 +25,23 @@ BACKENDS = {"LeanVecEnv": "lean", "DummyVecEnv": "dummy", "SubprocVecEnv": "subp
 
 class PendingResume:
     """
-    What a resumed model's next ``learn()`` finishes: the run's total, its callbacks' states and counts, and what the
-    logger held at the checkpoint (the last ``train()``'s values, which the next log dump writes).
+    What a resumed model's next ``learn()`` finishes: the run's total, its callbacks' states and counts, what the
+    logger held at the checkpoint (the last ``train()``'s values, which the next log dump writes), and the RNG states
+    again (the callbacks' setup in that ``learn()`` may draw, as a DaggerCallback's projector does: the original run
+    drew those numbers before the checkpoint).
     """
 
     def __init__(self, state: dict[str, Any], exact: bool) -> None:
         self.total_timesteps: int = state["counters"]["_total_timesteps"]
         self.callbacks, self.calls, self.logger = state["callbacks"], state.get("callback_calls"), state.get("logger")
+        self.rng = state["rng"]
         self.exact = exact
 
-    def restore_callbacks(self, root: Any) -> None:
+    def restore_callbacks(self, root: Any, model: Any) -> None:
+        """Put the callbacks' states and counts back, then the RNG states (after the callbacks' setup)."""
         restore_callbacks(root, self.callbacks, self.exact)
         restore_calls(root, self.calls)
+        restore_rng(model, self.rng)
 
     def restore_logger(self, logger: Any) -> None:
         restore_logger(logger, self.logger)
