@@ -598,3 +598,37 @@ def test_a_dagger_run_resumes_bit_for_bit(algorithm, tmp_path):
     assert rows["pos"] == resumed_rows["pos"] and str(rows["rows"]) == str(resumed_rows["rows"])
     if algorithm == "XPPO":
         assert th.equal(distillation.distiller.projector.weight, resumed_distillation.distiller.projector.weight)
+
+
+class Triggers(BaseCallback):
+    """Records the steps at which EveryNTimesteps calls it."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps: list[int] = []
+
+    def _on_step(self) -> bool:
+        self.steps.append(self.num_timesteps)
+        return True
+
+
+def test_sb3_callbacks_with_counters_resume(tmp_path):
+    # EveryNTimesteps' last trigger, StopTrainingOnMaxEpisodes' episodes and StopTrainingOnNoModelImprovement's
+    # evaluations without improvement are kept: the resumed run acts and stops at the original's steps
+    from stable_baselines3.common.callbacks import EveryNTimesteps, StopTrainingOnMaxEpisodes, StopTrainingOnNoModelImprovement
+
+    def learn(model, folder):
+        triggers = Triggers()
+        patience = StopTrainingOnNoModelImprovement(max_no_improvement_evals=100, min_evals=0)
+        evaluations = EvalCallback(cartpole(), eval_freq=8, n_eval_episodes=1, callback_after_eval=patience, warn=False)
+        callbacks = [ResumableCheckpoint(folder, every_rollouts=1, keep=9), StopTrainingOnMaxEpisodes(max_episodes=8)]
+        model.learn(10 * TOTAL, callback=[*callbacks, EveryNTimesteps(n_steps=50, callback=triggers), evaluations])
+        return model, triggers.steps, patience.no_improvement_evals
+
+    reference, steps, patience = learn(XPPO("MlpPolicy", cartpole(), **SMALL), tmp_path / "run")
+    assert reference.num_timesteps < 10 * TOTAL and len(steps) > 2 and patience > 0  # (the premise: each acted)
+    path = checkpoints(tmp_path / "run")[-2]
+    resumed, resumed_steps, resumed_patience = learn(XPPO.resume(path, env=cartpole()), tmp_path / "again")
+    assert resumed.num_timesteps == reference.num_timesteps and same(resumed, reference)
+    assert resumed_steps == [step for step in steps if step > int(path.stem.split("-")[1])]
+    assert resumed_patience == patience

@@ -1,7 +1,8 @@
 """
 The state of the callbacks that ask to be resumed. A callback opts in with two methods, ``resumable_state() -> dict``
 (JSON-like: dicts, lists, numbers, strings, numpy arrays) and ``restore_state(state)``; SB3's ``EvalCallback`` is
-resumed without them (:func:`eval_callback_state`). When a resumed model's ``learn()`` starts, the states are put
+resumed without them (:func:`eval_callback_state`), and so are the counters of SB3's others that keep some
+(:data:`COUNTERS`). When a resumed model's ``learn()`` starts, the states are put
 into the callbacks it was given, matched in order and by type: the run's callbacks, built afresh the same way.
 
 Every callback's ``n_calls`` is kept too (:func:`calls_state`): SB3's callbacks that act every so many steps count
@@ -14,7 +15,15 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList, EvalCallback, EventCallback
+from stable_baselines3.common.callbacks import (
+    BaseCallback,
+    CallbackList,
+    EvalCallback,
+    EventCallback,
+    EveryNTimesteps,
+    StopTrainingOnMaxEpisodes,
+    StopTrainingOnNoModelImprovement,
+)
 from stable_baselines3.common.vec_env import unwrap_vec_normalize
 
 from sb3_xppo.resume.envs import (
@@ -53,9 +62,35 @@ def flattened(callback: BaseCallback | None) -> Iterator[BaseCallback]:
         yield from flattened(callback.callback)
 
 
+#: the counters of SB3's other callbacks that keep some, as they name them: without them a resumed run
+#: would stop, or act, at other steps (``tests/test_private_attributes.py`` checks the names against SB3)
+COUNTERS: dict[type[BaseCallback], tuple[str, ...]] = {
+    EveryNTimesteps: ("last_time_trigger",),
+    StopTrainingOnMaxEpisodes: ("n_episodes",),
+    StopTrainingOnNoModelImprovement: ("last_best_mean_reward", "no_improvement_evals"),
+}
+
+
+def _counters(callback: BaseCallback) -> tuple[str, ...] | None:
+    """:return: the counters :data:`COUNTERS` names for ``callback``'s class, or None"""
+    return next((names for cls, names in COUNTERS.items() if isinstance(callback, cls)), None)
+
+
 def resumable(callback: BaseCallback) -> bool:
     """:return: whether a checkpoint keeps ``callback``'s state"""
-    return isinstance(callback, EvalCallback) or (hasattr(callback, "resumable_state") and hasattr(callback, "restore_state"))
+    if isinstance(callback, EvalCallback) or _counters(callback) is not None:
+        return True
+    return hasattr(callback, "resumable_state") and hasattr(callback, "restore_state")
+
+
+def _state(callback: BaseCallback) -> dict[str, Any]:
+    """:return: a resumable callback's state"""
+    if isinstance(callback, EvalCallback):
+        return eval_callback_state(callback)
+    names = _counters(callback)
+    if names is not None:
+        return {name: getattr(callback, name) for name in names}
+    return callback.resumable_state()  # type: ignore[attr-defined]
 
 
 def eval_callback_state(callback: EvalCallback) -> dict[str, Any]:
@@ -85,7 +120,7 @@ def callbacks_state(root: BaseCallback | None) -> list[dict[str, Any]]:
     return [
         {
             "type": type(callback).__qualname__,
-            "state": eval_callback_state(callback) if isinstance(callback, EvalCallback) else callback.resumable_state(),  # type: ignore[attr-defined]
+            "state": _state(callback),
         }
         for callback in flattened(root)
         if resumable(callback)
@@ -138,5 +173,8 @@ def restore_callbacks(root: BaseCallback | None, saved: list[dict[str, Any]], ex
     for callback, entry in zip(callbacks, saved, strict=True):
         if isinstance(callback, EvalCallback):
             restore_eval_callback(callback, entry["state"], exact)
+        elif _counters(callback) is not None:
+            for name, value in entry["state"].items():
+                setattr(callback, name, value)
         else:
             callback.restore_state(entry["state"])  # type: ignore[attr-defined]
