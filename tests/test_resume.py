@@ -459,6 +459,30 @@ def test_image_observations_resume_bit_for_bit(n_channels, share_features_extrac
     assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
 
 
+class DictImageEnv(ImageEnv):
+    """A Dict of a one-channel image and a vector, both from the env's ``np_random``."""
+
+    def __init__(self):
+        super().__init__(1)
+        self.image_space = self.observation_space
+        self.observation_space = gym.spaces.Dict({"img": self.image_space, "vec": gym.spaces.Box(-1.0, 1.0, (3,))})
+
+    def image(self):
+        image = (self.np_random.random(self.image_space.shape) * 255).astype(np.uint8)
+        return {"img": image, "vec": np.asarray(self.np_random.uniform(-1, 1, 3), dtype=np.float32)}
+
+
+def test_dict_observations_with_an_image_resume_bit_for_bit(tmp_path):
+    # the strides are kept per key (VecTransposeImage transposes the image key only)
+    reference = XPPO("MultiInputPolicy", make_vec_env(DictImageEnv, 2, seed=0), **SMALL).learn(128)
+    XPPO("MultiInputPolicy", make_vec_env(DictImageEnv, 2, seed=0), **SMALL).learn(
+        128, callback=ResumableCheckpoint(tmp_path, 1, keep=9)
+    )
+    resumed = XPPO.resume(checkpoints(tmp_path)[0], env=make_vec_env(DictImageEnv, 2, seed=0))
+    assert resumed._last_obs["img"].strides == (1296, 1, 36, 1)  # (the transposed view's, not a copy's)
+    assert same(resumed.learn(128, callback=ResumableCheckpoint(tmp_path / "b", 1)), reference)
+
+
 @pytest.mark.slow
 def test_atari_resumes_bit_for_bit_from_every_checkpoint(tmp_path):
     """Breakout with rl-zoo3's Atari set-up (SB3's AtariWrapper, 4 frames stacked): lives lost, fire and no-op resets."""
