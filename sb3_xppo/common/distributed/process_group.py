@@ -11,6 +11,7 @@ that saw every rank's data (VecNormalize's ``RunningMeanStd``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -87,9 +88,14 @@ class ProcessGroup:
         self.entered = 0
         self._closed = threading.Event()
         self._store = _group_store()
+        self._heartbeat: threading.Thread | None = None
         if self._store is not None:
             self._beat()
-            threading.Thread(target=self._beat_forever, name="sb3_xppo heartbeat", daemon=True).start()
+            self._heartbeat = threading.Thread(target=self._beat_forever, name="sb3_xppo heartbeat", daemon=True)
+            self._heartbeat.start()
+            # stopped before the interpreter exits: a beat cut short in the store's C++ client by the finalisation
+            # (rank 0's store gone first) aborts the process ("terminate called without an active exception")
+            atexit.register(self.close)
 
     @classmethod
     def join(cls, timeout: float, device: th.device) -> ProcessGroup:
@@ -105,6 +111,10 @@ class ProcessGroup:
             if backend == "nccl":
                 th.cuda.set_device(th.device(device))
             dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+            if backend == "gloo":
+                # left to the interpreter's finalisation, gloo's worker threads may abort the process as it exits
+                # ("terminate called without an active exception"); gloo's destroy is local to this process
+                atexit.register(_destroy_joined_group)
         return cls(timeout)
 
     # --- the collectives ------------------------------------------------------------------------------------------
@@ -190,8 +200,14 @@ class ProcessGroup:
         self._store.set(f"sb3_xppo/beat/{self.rank}", f"{time.time()} {self.entered}")
 
     def close(self) -> None:
-        """Stop this object's heartbeat (the process group stays joined: another :class:`ProcessGroup` beats for it)."""
+        """
+        Stop this object's heartbeat and wait for its last beat (the process group stays joined: another
+        :class:`ProcessGroup` beats for it).
+        """
         self._closed.set()
+        thread = self._heartbeat
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2 * self.heartbeat + 1)
 
     def _beat_forever(self) -> None:
         """The heartbeat thread (a daemon: it ends with the process, or with :meth:`close`)."""
@@ -237,6 +253,12 @@ class ProcessGroup:
         assert self._store is not None
         at, entered = self._store.get(f"sb3_xppo/beat/{rank}").decode().split()
         return float(at), int(entered)
+
+
+def _destroy_joined_group() -> None:
+    """Destroy the process group :meth:`ProcessGroup.join` joined, unless the program did already."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _group_store() -> Any:
