@@ -186,16 +186,17 @@ class ActionRecorder(gym.Wrapper):
 
         if not same_bits(observation, snapshot["reset_observation"]):
             raise mismatch(0, "the reset's observation")
-        inner_resets = {reset["step"]: reset for reset in snapshot.get("inner_resets", [])}
+        inner_resets = list(snapshot.get("inner_resets", []))
         for step in range(len(actions) + 1):
-            if step in inner_resets:  # (one that did not reset the env beneath, made again after as many actions)
-                observation, _ = self.reset(seed=inner_resets[step]["seed"], options=inner_resets[step]["options"])
+            while inner_resets and inner_resets[0]["step"] == step:  # (made again after as many actions, in order)
+                reset = inner_resets.pop(0)
+                observation, _ = self.reset(seed=reset["seed"], options=reset["options"])
             if step == len(actions):
                 break
             observation, reward, *_ = self.step(actions[step])
             if rewards is not None and step < len(rewards) and float(reward) != rewards[step]:
                 raise mismatch(step + 1, f"the reward ({float(reward)!r}, was {rewards[step]!r})")
-        if len(self.inner_resets) != len(inner_resets):
+        if len(self.inner_resets) != len(snapshot.get("inner_resets", [])):
             raise mismatch(len(actions), "the resets that did not reset the env beneath")
         if not same_bits(observation, snapshot["last_observation"]):
             raise mismatch(len(actions), "the observation")
