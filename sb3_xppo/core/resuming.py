@@ -76,5 +76,6 @@ class ResumeMixin:
             )
         self._total_timesteps = total_timesteps
         pending.restore_logger(cast(Any, self).logger)  # (BaseAlgorithm.logger, configured just now)
-        pending.restore_callbacks(callback, self)
+        pending.restore_callbacks(callback)
+        pending.restore_rng(self)  # (the callbacks' setup above may have drawn: the original run drew it before)
         return total_timesteps, callback

@@ -25,7 +25,7 @@ from stable_baselines3.common.vec_env import (
 from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
 
 from sb3_xppo.vec_env.lean import MONITOR_STATE, LeanVecEnv
-from sb3_xppo.vec_env.replay import ActionRecorder
+from sb3_xppo.vec_env.replay import ActionRecorder, found_in_stack
 
 #: SB3 ``Monitor``'s counters a checkpoint keeps: its state as ``vec_env/lean.py`` declares it, but for its settings,
 #: CSV writer and reset keywords (``tests/test_private_attributes.py`` checks them against SB3)
@@ -224,11 +224,9 @@ def _set_monitor(venv: VecEnv, index: int, counters: dict[str, Any]) -> None:
     """
     base = venv.unwrapped
     if isinstance(base, DummyVecEnv):
-        env: Any = base.envs[index]
-        while not isinstance(env, Monitor):
-            env = env.env
+        monitor = found_in_stack(base.envs[index], Monitor)
         for name, value in counters.items():
-            setattr(env, name, value)
+            setattr(monitor, name, value)
     elif venv.env_method("class_name", indices=[index])[0] == Monitor.__name__:
         for name, value in counters.items():
             venv.set_attr(name, value, indices=[index])

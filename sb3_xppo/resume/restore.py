@@ -37,10 +37,12 @@ class PendingResume:
         self.rng = state["rng"]
         self.exact = exact
 
-    def restore_callbacks(self, root: Any, model: Any) -> None:
-        """Put the callbacks' states and counts back, then the RNG states (after the callbacks' setup)."""
+    def restore_callbacks(self, root: Any) -> None:
         restore_callbacks(root, self.callbacks, self.exact)
         restore_calls(root, self.calls)
+
+    def restore_rng(self, model: Any) -> None:
+        """Put the RNG states back again, after the callbacks' setup."""
         restore_rng(model, self.rng)
 
     def restore_logger(self, logger: Any) -> None:

@@ -34,6 +34,15 @@ def copied(observation: Any) -> Any:
     return deepcopy(observation)
 
 
+def found_in_stack(env: Any, cls: type) -> Any:
+    """:return: the first of ``env`` and the wrappers beneath it that is a ``cls``, or None"""
+    while not isinstance(env, cls):
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+    return env
+
+
 def same_bits(a: Any, b: Any) -> bool:
     """:return: whether two observations are equal bit for bit (dtype, shape and bytes; -0.0 is not 0.0)"""
     if isinstance(a, dict) or isinstance(b, dict):
@@ -80,10 +89,7 @@ class ActionRecorder(gym.Wrapper):
 
     def recorder_beneath(self) -> ActionRecorder | None:
         """:return: the next recorder down the stack (one beneath the ``Monitor``, where this one is at the top), or None"""
-        env: Any = self.env
-        while isinstance(env, gym.Wrapper) and not isinstance(env, ActionRecorder):
-            env = env.env
-        return env if isinstance(env, ActionRecorder) else None
+        return found_in_stack(self.env, ActionRecorder)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         beneath = self.recorder_beneath()
@@ -136,10 +142,7 @@ class ActionRecorder(gym.Wrapper):
 
     def monitor_beneath(self) -> Monitor | None:
         """:return: the ``Monitor`` beneath the recorder (one at the top of the stack), or None"""
-        env: Any = self.env
-        while isinstance(env, gym.Wrapper) and not isinstance(env, Monitor):
-            env = env.env
-        return env if isinstance(env, Monitor) else None
+        return found_in_stack(self.env, Monitor)
 
     def restore_monitor(self, counters: dict[str, Any]) -> None:
         """

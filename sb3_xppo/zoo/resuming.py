@@ -161,8 +161,8 @@ def recording_make_vec_env(make_vec_env: Callable[..., Any], plan: ResumePlan) -
     """
     :param make_vec_env: SB3's, as rl-zoo3 builds its envs with it
     :return: it with each env of the SB3 VecEnvs in an :class:`~sb3_xppo.vec_env.replay.ActionRecorder` beneath its
-        Monitor, or above the entry's ``env_wrapper`` (the env rebuilt by replay on resume; ``vec_env.backends.recording``);
-        a resumed run's Monitor files appended to, not started afresh
+        Monitor, and another above the entry's ``env_wrapper`` (the env rebuilt by replay on resume;
+        ``vec_env.backends.recording``); a resumed run's Monitor files appended to, not started afresh
     """
 
     def make(env_id: Any, *args: Any, vec_env_cls: Any = None, monitor_kwargs: Any = None, **kwargs: Any) -> Any:
