@@ -155,8 +155,9 @@ def test_the_vec_env_state_a_checkpoint_keeps_is_sb3s() -> None:
     assert [getattr(venv, name) for name in VEC_ENV_STATE] == [[None, None], [{}, {}]]
 
 
-def test_the_callback_counters_a_checkpoint_keeps_are_sb3s() -> None:
-    """``sb3_xppo/resume/callbacks.py``: the counters of SB3's callbacks, set by their constructor or setup."""
+def test_the_callback_counters_a_checkpoint_keeps_are_sb3s_and_rl_zoo3s(tmp_path) -> None:
+    """``sb3_xppo/resume/callbacks.py``: the counters of SB3's and rl-zoo3's callbacks, set by their constructor or setup."""
+    from rl_zoo3.callbacks import RawStatisticsCallback
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import (
         CallbackList,
@@ -165,18 +166,22 @@ def test_the_callback_counters_a_checkpoint_keeps_are_sb3s() -> None:
         StopTrainingOnMaxEpisodes,
         StopTrainingOnNoModelImprovement,
     )
+    from stable_baselines3.common.logger import configure
 
     from sb3_xppo.resume.callbacks import COUNTERS
 
     patience = StopTrainingOnNoModelImprovement(max_no_improvement_evals=1)
-    built = {
-        EveryNTimesteps: EveryNTimesteps(n_steps=4, callback=CallbackList([])),
-        StopTrainingOnMaxEpisodes: StopTrainingOnMaxEpisodes(max_episodes=100),
-        StopTrainingOnNoModelImprovement: patience,
-    }
-    assert set(built) == set(COUNTERS)
+    built = [
+        EveryNTimesteps(n_steps=4, callback=CallbackList([])),
+        StopTrainingOnMaxEpisodes(max_episodes=100),
+        patience,
+        RawStatisticsCallback(),
+    ]
+    by_path = {f"{type(callback).__module__}.{type(callback).__qualname__}": callback for callback in built}
+    assert set(by_path) == set(COUNTERS)
     evaluation = EvalCallback(gym.make("CartPole-v1"), eval_freq=8, n_eval_episodes=1, callback_after_eval=patience)
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=8, batch_size=8, device="cpu")
-    model.learn(16, callback=[built[EveryNTimesteps], built[StopTrainingOnMaxEpisodes], evaluation])
-    missing = [(cls.__name__, name) for cls, names in COUNTERS.items() for name in names if name not in vars(built[cls])]
-    assert not missing, f"SB3's callbacks no longer have the counters a checkpoint keeps: {missing}"
+    model.set_logger(configure(str(tmp_path), ["tensorboard"]))  # (RawStatisticsCallback asks for a TensorBoard output)
+    model.learn(16, callback=[*built[:2], built[3], evaluation])
+    missing = [(path, name) for path, names in COUNTERS.items() for name in names if name not in vars(by_path[path])]
+    assert not missing, f"SB3's or rl-zoo3's callbacks no longer have the counters a checkpoint keeps: {missing}"

@@ -656,3 +656,21 @@ def test_sb3_callbacks_with_counters_resume(tmp_path):
     assert resumed.num_timesteps == reference.num_timesteps and same(resumed, reference)
     assert resumed_steps == [step for step in steps if step > int(path.stem.split("-")[1])]
     assert resumed_patience == patience
+
+
+def test_rl_zoo3s_raw_statistics_callback_resumes(tmp_path):
+    # rl-zoo3's RawStatisticsCallback (a zoo entry's `callback:`) logs each episode at its own step count: kept, the
+    # resumed run logs on at the original's steps instead of from 0
+    from rl_zoo3.callbacks import RawStatisticsCallback
+
+    def learn(model, folder):
+        raw = RawStatisticsCallback()
+        model.learn(TOTAL, callback=[ResumableCheckpoint(folder, every_rollouts=1, keep=9), raw])
+        return model, raw._timesteps_counter
+
+    reference, counted = learn(XPPO("MlpPolicy", cartpole(), tensorboard_log=str(tmp_path / "tb"), **SMALL), tmp_path / "run")
+    path = checkpoints(tmp_path / "run")[-2]
+    (saved,) = [entry["state"] for entry in read_state(read_checkpoint(path))["callbacks"] if "Raw" in entry["type"]]
+    assert 0 < saved["_timesteps_counter"] < counted  # (the premise: episodes ended before and after the checkpoint)
+    resumed, resumed_counted = learn(XPPO.resume(path, env=cartpole()), tmp_path / "again")
+    assert same(resumed, reference) and resumed_counted == counted

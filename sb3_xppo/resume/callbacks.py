@@ -1,8 +1,8 @@
 """
 The state of the callbacks that ask to be resumed. A callback opts in with two methods, ``resumable_state() -> dict``
 (JSON-like: dicts, lists, numbers, strings, numpy arrays) and ``restore_state(state)``; SB3's ``EvalCallback`` is
-resumed without them (:func:`eval_callback_state`), and so are the counters of SB3's others that keep some
-(:data:`COUNTERS`). When a resumed model's ``learn()`` starts, the states are put
+resumed without them (:func:`eval_callback_state`), and so are the counters of SB3's and rl-zoo3's others that keep
+some (:data:`COUNTERS`). When a resumed model's ``learn()`` starts, the states are put
 into the callbacks it was given, matched in order and by type: the run's callbacks, built afresh the same way.
 
 Every callback's ``n_calls`` is kept too (:func:`calls_state`): SB3's callbacks that act every so many steps count
@@ -20,9 +20,6 @@ from stable_baselines3.common.callbacks import (
     CallbackList,
     EvalCallback,
     EventCallback,
-    EveryNTimesteps,
-    StopTrainingOnMaxEpisodes,
-    StopTrainingOnNoModelImprovement,
 )
 from stable_baselines3.common.vec_env import unwrap_vec_normalize
 
@@ -62,18 +59,21 @@ def flattened(callback: BaseCallback | None) -> Iterator[BaseCallback]:
         yield from flattened(callback.callback)
 
 
-#: the counters of SB3's other callbacks that keep some, as they name them: without them a resumed run
-#: would stop, or act, at other steps (``tests/test_private_attributes.py`` checks the names against SB3)
-COUNTERS: dict[type[BaseCallback], tuple[str, ...]] = {
-    EveryNTimesteps: ("last_time_trigger",),
-    StopTrainingOnMaxEpisodes: ("n_episodes",),
-    StopTrainingOnNoModelImprovement: ("last_best_mean_reward", "no_improvement_evals"),
+#: the counters of the callbacks from SB3 and rl-zoo3 that keep some, by class path and as they name them: without
+#: them a resumed run would stop, act or log at other steps (``tests/test_private_attributes.py`` checks the names
+#: against both libraries). A path, not a class, so that rl-zoo3 stays an extra this module does not import.
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "stable_baselines3.common.callbacks.EveryNTimesteps": ("last_time_trigger",),
+    "stable_baselines3.common.callbacks.StopTrainingOnMaxEpisodes": ("n_episodes",),
+    "stable_baselines3.common.callbacks.StopTrainingOnNoModelImprovement": ("last_best_mean_reward", "no_improvement_evals"),
+    "rl_zoo3.callbacks.RawStatisticsCallback": ("_timesteps_counter",),
 }
 
 
 def _counters(callback: BaseCallback) -> tuple[str, ...] | None:
-    """:return: the counters :data:`COUNTERS` names for ``callback``'s class, or None"""
-    return next((names for cls, names in COUNTERS.items() if isinstance(callback, cls)), None)
+    """:return: the counters :data:`COUNTERS` names for ``callback``'s class or a class it derives from, or None"""
+    paths = (f"{cls.__module__}.{cls.__qualname__}" for cls in type(callback).__mro__)
+    return next((COUNTERS[path] for path in paths if path in COUNTERS), None)
 
 
 def resumable(callback: BaseCallback) -> bool:
