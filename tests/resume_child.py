@@ -17,11 +17,12 @@ from collections.abc import Callable
 
 import numpy as np
 import torch as th
+from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
-from sb3_xppo import XPPO, MaskableXPPO, RecurrentXPPO, ResumableCheckpoint
+from sb3_xppo import XPPO, DaggerCallback, MaskableXPPO, RecurrentXPPO, ResumableCheckpoint
 from sb3_xppo.envs import LUNAR_LANDER_GROUP_NAMES
 from sb3_xppo.resume import files
 from sb3_xppo.resume.ranks import any_rank
@@ -64,7 +65,30 @@ CONFIGS = {
         1536,
         False,
     ),
+    # the same with use_sde on Pendulum: each rank keeps the noise it drew for the rollout after the boundary
+    "ranks_sde": (
+        XPPO,
+        lambda: VecNormalize(make_vec_env("Pendulum-v1", 2, seed=0)),
+        {**SMALL, "use_sde": True, "sde_sample_freq": 4, "distributed": True, "distributed_timeout": 60.0},
+        768,
+        False,
+    ),
+    # DAgger on ranks: each rank's aggregated dataset, one projector that the ranks train as one
+    "ranks_dagger": (
+        XPPO,
+        lambda: make_vec_env("CartPole-v1", 2, seed=0),
+        {**SMALL, "distributed": True, "distributed_timeout": 60.0},
+        768,
+        False,
+    ),
 }
+
+
+def distillation() -> DaggerCallback:
+    """``ranks_dagger``'s callback: a fixed teacher, teacher actions taken at 30%, a trained rep-align projector."""
+    teacher = PPO("MlpPolicy", "CartPole-v1", seed=5, device="cpu")
+    layers = dict(student_layer="mlp_extractor.policy_net.0", teacher_layer="mlp_extractor.policy_net.2")
+    return DaggerCallback(teacher, buffer_size=100, beta=0.3, rep_align_projector=True, rep_align_weight=0.5, **layers)
 
 
 class Progress(BaseCallback):
@@ -101,8 +125,10 @@ def pause_before_rename(report: Callable[[str], None], at: int) -> None:
     files.os = PausingOs()
 
 
-def fingerprint(model, evaluations) -> dict[str, np.ndarray]:
+def fingerprint(model, evaluations, dagger=None) -> dict[str, np.ndarray]:
     found = {f"param/{k}": v.cpu().numpy() for k, v in model.policy.state_dict().items()}
+    if dagger is not None:
+        found.update({f"projector/{k}": v.cpu().numpy() for k, v in dagger.distiller.projector.state_dict().items()})
     for index, state in model.policy.optimizer.state_dict()["state"].items():
         found.update({f"adam/{index}/{k}": th.as_tensor(v).cpu().numpy() for k, v in state.items()})
     found["num_timesteps"] = np.array(model.num_timesteps)
@@ -134,6 +160,8 @@ def main(
         eval_env = make_vec_env("CartPole-v1", 1, seed=100)
         evaluations = EvalCallback(eval_env, eval_freq=64, n_eval_episodes=2, log_path=os.path.join(folder, "eval"))
         callbacks.append(evaluations)
+    dagger = distillation() if config == "ranks_dagger" else None
+    callbacks += [] if dagger is None else [dagger]
     callbacks.append(Progress(report))
     if pause:
         pause_before_rename(report, int(pause))
@@ -150,7 +178,7 @@ def main(
     if checkpoint.preempted:
         report(f"PREEMPTED {model.num_timesteps}")
         return
-    np.savez(out, **fingerprint(model, evaluations))
+    np.savez(out, **fingerprint(model, evaluations, dagger))
     if keywords.get("distributed"):  # any_rank, as a stop on SIGTERM asks it: rank 1's flag only, then none
         rank = model._data_parallel.rank
         report(f"ANY {any_rank(rank == 1, model)} {any_rank(False, model)}")

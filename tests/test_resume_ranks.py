@@ -69,13 +69,20 @@ class Ranks:
     """
 
     def __init__(
-        self, world: int, folder: pathlib.Path, out: str, plain: bool = False, pause: int = 0, sigterm: bool = False
+        self,
+        world: int,
+        folder: pathlib.Path,
+        out: str,
+        plain: bool = False,
+        pause: int = 0,
+        sigterm: bool = False,
+        config: str = "ranks",
     ) -> None:
         launcher = {"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
         self.processes, self.receivers, self.reports = [], [], []
         for rank in range(world):
             receiver, sender = FORK.Pipe(duplex=False)
-            args = ("ranks", str(folder), out.format(rank=rank), plain, pause if rank == 1 else 0)
+            args = (config, str(folder), out.format(rank=rank), plain, pause if rank == 1 else 0)
             environment = {**launcher, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             process = FORK.Process(target=_rank, args=(sender, environment, *args), kwargs={"sigterm": sigterm})
             process.start()
@@ -191,6 +198,29 @@ def test_a_sigterm_to_one_rank_stops_every_rank_at_one_boundary(tmp_path: pathli
     reference.finish()
     for rank in range(2):
         assert not differences(tmp_path / f"reference{rank}.npz", pathlib.Path(out.format(rank=rank))), f"rank {rank}"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # each rank's checkpoint keeps the noise that rank drew for the rollout after the boundary (sde_sample_freq=4)
+        "ranks_sde",
+        # each rank's checkpoint keeps its DAgger dataset and the projector, which the ranks train as one
+        "ranks_dagger",
+    ],
+)
+def test_use_sde_and_dagger_on_two_ranks_resume_bit_for_bit(tmp_path: pathlib.Path, config: str) -> None:
+    reference = Ranks(2, tmp_path / "reference", str(tmp_path / "reference{rank}.npz"), plain=True, config=config)
+    folder, out = tmp_path / "run", str(tmp_path / "run{rank}.npz")
+    ranks = Ranks(2, folder, out, config=config)
+    assert ranks.follow(lambda reports: rollouts(reports[0]) >= 4 and rollouts(reports[1]) >= 4), ranks.reports
+    reports = Ranks(2, folder, out, config=config).finish()
+    assert len(resumed_at(reports)) == 1 and next(iter(resumed_at(reports))).startswith("RESUMED"), reports
+    reference.finish()
+    for rank in range(2):
+        assert not differences(tmp_path / f"reference{rank}.npz", pathlib.Path(out.format(rank=rank))), f"rank {rank}"
+    # the ranks explored apart and hold one model (and one projector); VecNormalize's returns are each rank's own
+    assert set(differences(pathlib.Path(out.format(rank=0)), pathlib.Path(out.format(rank=1)))) <= {"returns"}
 
 
 @pytest.fixture(scope="module")

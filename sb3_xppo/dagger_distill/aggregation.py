@@ -17,6 +17,7 @@ from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_xppo.common.distributed import SINGLE_PROCESS, DataParallel, SingleProcess
 from sb3_xppo.dagger_distill.actions import tree_to_action
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput
@@ -58,10 +59,13 @@ class Aggregation:
         self.weight = 0.0  # the weight schedule's value
         self.pretrained = False  # the warm-up runs once per student
         self.projector_optimizer: th.optim.Optimizer | None = None
+        #: a data-parallel student's ranks train one projector (its ``_data_parallel``; any other model: one process)
+        self.learner: SingleProcess | DataParallel = getattr(model, "_data_parallel", SINGLE_PROCESS)
         projector = distiller.projector
         if isinstance(projector, th.nn.Module) and any(True for _ in projector.parameters()):
             # Its own optimizer: adding it to the student's would break loading the saved optimizer state
             self.projector_optimizer = th.optim.Adam(projector.parameters(), lr=self.optimizer.param_groups[0]["lr"])
+            self.learner.take_rank_0s(projector, "taking rank 0's DAgger projector")
 
     def state(self) -> dict[str, Any]:
         """
@@ -136,7 +140,7 @@ class Aggregation:
     def step_projector(self) -> None:
         """Step the projector's optimizer on the gradient the last minibatch gave it."""
         if self.projector_optimizer is not None:
-            self.projector_optimizer.step()
+            self.learner.step_shared(self.projector_optimizer)
             self.projector_optimizer.zero_grad()
 
     def round(self) -> None:

@@ -73,6 +73,13 @@ class SingleProcess:
     def start_learn(self, model: Any) -> None:
         """Nothing to take from another rank."""
 
+    def take_rank_0s(self, module: th.nn.Module, what: str) -> None:
+        """Nothing to take: ``module`` is this process's."""
+
+    def step_shared(self, optimizer: th.optim.Optimizer) -> None:
+        """Step ``optimizer`` (a module's outside the policy, DAgger's projector's) on this process's gradients."""
+        optimizer.step()
+
     def logger(self, logger: Any) -> Any:
         """:return: the logger as SB3 configured it"""
         return logger
@@ -276,6 +283,29 @@ class DataParallel:
         return (
             float(self.group.all_sum(th.tensor([value], dtype=th.float64, device=self.group.device), what)) / self.world_size
         )
+
+    def take_rank_0s(self, module: th.nn.Module, what: str) -> None:
+        """
+        Every rank starts ``module``, one outside the policy that the ranks train as one (DAgger's projector), from
+        rank 0's parameters and buffers.
+        """
+        tensors = [*module.parameters(), *module.buffers()]
+        self.group.broadcast([t for t in tensors if t.dtype.is_floating_point], what)
+
+    def step_shared(self, optimizer: th.optim.Optimizer) -> None:
+        """
+        Step ``optimizer``, a module's outside the policy that the ranks train as one (DAgger's projector), on its
+        gradients averaged over the ranks (one all-reduce, a missing gradient counting as zeros), so that its copies
+        stay equal. Where the average is zero throughout, no rank had a gradient: no step, as Adam takes none in one
+        process.
+        """
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.group.average_gradients(params)
+        if any(bool(p.grad.any()) for p in params if p.grad is not None):
+            optimizer.step()
+        else:
+            for p in params:
+                p.grad = None
 
     def update_value_statistics(self, value_net: Any, returns: th.Tensor) -> None:
         """PopArt's statistics take every rank's returns: ``(mean, var, count)`` per output of ``(N, G)``."""
