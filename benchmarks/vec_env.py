@@ -8,6 +8,8 @@ user builds, SB3's ``make_vec_env`` (``DummyVecEnv`` + ``Monitor``), and the flo
   - ``dummy``: SB3's ``DummyVecEnv`` + ``Monitor`` without a render mode (``make_vec_env(env_id, backend="dummy")``):
     what the render mode alone costs;
   - ``lean``: ``make_vec_env(env_id)``, the lean env without a render mode;
+  - ``unrecorded``: the same lean env without the ``ActionRecorder`` that ``make_vec_env`` puts beneath each
+    ``Monitor`` for exact resume (SB3's ``make_vec_env`` with ``vec_env_cls=LeanVecEnv``): what the recording costs;
   - ``bare``: the floor, the same envs without a render mode, wrapper or vector env: ``env.unwrapped.step`` in a
     Python loop (reset when terminated), what no vector env stepping these envs in one process can beat.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import gc
 import io
 import platform
@@ -54,10 +57,10 @@ from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 import sb3_xppo
-from sb3_xppo.vec_env import make_vec_env
+from sb3_xppo.vec_env import LeanVecEnv, make_vec_env
 
 DEFAULT_ENVS = ("LunarLander-v3:16", "CartPole-v1:8", "Pendulum-v1:4")
-KINDS = ("sb3", "dummy", "lean", "bare")
+KINDS = ("sb3", "dummy", "lean", "unrecorded", "bare")
 #: (env id, n_envs) -> the lean/sb3 ratio it must reach
 TARGETS = {("LunarLander-v3", 16): 2.5}
 
@@ -66,6 +69,8 @@ def build(env_id: str, n_envs: int, kind: str, seed: int) -> VecEnv:
     """The VecEnv of ``kind`` (``bare`` steps the lean env's unwrapped envs)."""
     if kind == "sb3":
         return sb3_make_vec_env(env_id, n_envs, seed=seed)
+    if kind == "unrecorded":  # (a factory, not the id: SB3's make_vec_env would ask an id for rgb_array frames)
+        return sb3_make_vec_env(functools.partial(gym.make, env_id), n_envs, seed=seed, vec_env_cls=LeanVecEnv)
     return make_vec_env(env_id, n_envs, backend="dummy" if kind == "dummy" else "lean", seed=seed)
 
 
@@ -198,6 +203,8 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
         ratio_paired_median=statistics.median(d / le for le, d in zip(cpu["lean"], cpu["sb3"], strict=True)),
         ratio_wall_best=best_wall["lean"] / best_wall["sb3"],
         render_mode_ratio=best["dummy"] / best["sb3"],
+        recorder_ratio=best["lean"] / best["unrecorded"],
+        recorder_ratio_paired_median=statistics.median(u / le for le, u in zip(cpu["lean"], cpu["unrecorded"], strict=True)),
         floor_ratio=best["bare"] / best["sb3"],
         target=target,
         target_met=None if target is None else ratio >= target,
@@ -210,7 +217,7 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
 def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'env':<16} {'n':>3} {'sb3/s':>8} {'dummy/s':>8} {'lean/s':>8} {'bare/s':>8} {'lean':>7} {'paired':>7} "
-        f"{'wall':>7} {'dummy':>7} {'bare':>7} {'target':>8} {'exact':>6}"
+        f"{'wall':>7} {'dummy':>7} {'bare':>7} {'recorded':>9} {'target':>8} {'exact':>6}"
     ]
     for r in rows:
         b = r["best_steps_per_s"]
@@ -218,12 +225,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['env']:<16} {r['n_envs']:>3} {b['sb3']:>8.0f} {b['dummy']:>8.0f} {b['lean']:>8.0f} {b['bare']:>8.0f} "
             f"{r['ratio_best']:>6.2f}x {r['ratio_paired_median']:>6.2f}x {r['ratio_wall_best']:>6.2f}x "
-            f"{r['render_mode_ratio']:>6.2f}x {r['floor_ratio']:>6.2f}x {target:>8} {'yes' if r['bit_exact'] else 'NO':>6}"
+            f"{r['render_mode_ratio']:>6.2f}x {r['floor_ratio']:>6.2f}x {r['recorder_ratio_paired_median']:>8.3f}x "
+            f"{target:>8} {'yes' if r['bit_exact'] else 'NO':>6}"
         )
     lines.append(
         "env-steps/s: best CPU time of the repetitions; ratios to sb3 (SB3's make_vec_env, render_mode='rgb_array'): "
         "lean (ratio of bests), paired (median paired), wall (bests on wall time), dummy (DummyVecEnv without a "
-        "render mode), bare (the floor: unwrapped envs in a loop)"
+        "render mode), bare (the floor: unwrapped envs in a loop); recorded: lean / the lean env without its action "
+        "recorders (median paired)"
     )
     return "\n".join(lines)
 

@@ -18,8 +18,9 @@ def test_a_small_run_writes_its_rows_profile_share_and_code(tmp_path):
     results = json.loads(out.read_text())
     (row,) = results["rows"]
     assert (row["env"], row["n_envs"], row["bit_exact"]) == ("CartPole-v1", 2, True)
-    assert set(row["best_steps_per_s"]) == {"sb3", "dummy", "lean", "bare"}
+    assert set(row["best_steps_per_s"]) == {"sb3", "dummy", "lean", "unrecorded", "bare"}
     assert row["ratio_best"] > 0 and row["floor_ratio"] > 0 and row["render_mode_ratio"] > 0
+    assert row["recorder_ratio"] > 0 and row["recorder_ratio_paired_median"] > 0
     # CartPole's own step is a part of the lean run, never all of it: the vector env's loop and the wrappers take time
     assert 0.0 < results["profile_env_share"] < 1.0
     assert "cartpole.py" in results["profile"]
@@ -45,6 +46,14 @@ def test_the_page_renders_the_verdict_and_the_share(tmp_path, monkeypatch):
     assert "target" not in text
     targets = vec_env.render_speed_targets(tmp_path)
     assert "2.5x on LunarLander-v3 x16, is met: best 2.60x (median paired 2.55x), against a floor of at best 2.90x" in targets
+    # the recorders' cost goes to the resume page, where the checkpoints' is
+    from harness.regions import resume
+
+    assert resume.recorder_cost() == ""  # (a file written before the recorders were measured)
+    row.update(recorder_ratio_paired_median=0.968)
+    data.update(command="python benchmarks/vec_env.py --profile")
+    (tmp_path / "single" / "vec_env.json").write_text(json.dumps(data))
+    assert "gives 0.968x on LunarLander-v3 x16 the env-steps/s it gives without them (median paired" in resume.recorder_cost()
     row.update(ratio_best=2.4, target_met=False)
     (tmp_path / "single" / "vec_env.json").write_text(json.dumps(data))
     assert "is missed: best 2.40x" in vec_env.render_speed_targets(tmp_path)

@@ -1,10 +1,14 @@
-"""The region of ``benchmarks/resume.py`` (``single/resume.json``): what resumable checkpoints cost."""
+"""
+The region of ``benchmarks/resume.py`` (``single/resume.json``): what resumable checkpoints cost; and what the action
+recorders cost, from ``benchmarks/vec_env.py`` (``single/vec_env.json``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.regions.figures import MEDIAN_PAIRED
 from harness.regions.results import single
 
 
@@ -23,6 +27,23 @@ def render_resume_cost(page: Path) -> str:
         f"1.02x. Resuming from the {data['checkpoint_bytes'] / 1e3:.0f} kB checkpoint, "
         f"the replay of {data['n_envs']} envs included, took {data['resume_s']:.3f} s (median; at most "
         f"{data['resume_s_max']:.3f} s) (`{data['command']}`, `benchmarks/results/single/resume.json`)."
+    ) + recorder_cost()
+
+
+def recorder_cost() -> str:
+    """
+    What the action recorders cost, which every env the package builds carries, checkpoint or not: the lean env's
+    env-steps/s with them against without them, from ``vec_env.json`` (empty where it has no such rows).
+    """
+    data = single("vec_env.json")
+    rows = [row for row in (data or {}).get("rows", []) if "recorder_ratio_paired_median" in row]
+    if not rows:
+        return ""
+    ratios = ", ".join(f"{row['recorder_ratio_paired_median']:.3f}x on {row['env']} x{row['n_envs']}" for row in rows)
+    return (
+        " The recorders that make the replay possible are in every run, checkpoint or not: the lean env, stepped "
+        f"alone, gives {ratios} the env-steps/s it gives without them ({MEDIAN_PAIRED}, `{data['command']}`, "  # type: ignore[index]
+        "`benchmarks/results/single/vec_env.json`)."
     )
 
 
