@@ -263,6 +263,38 @@ def test_pcgrad_worth_shows_each_env_once_both_sides_have_five_seeds(tmp_path: P
     assert "| 0.50 [0.40, 0.60] / 0.90 [0.80, 1.00] |" in text and "| behind, behind | 25% |" in text
 
 
+def test_group_value_weights_evidence_is_computed_from_the_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the side engine's share of the critics' loss per run (its value loss over the weighted sum), its weight from the
+    # runs' kwargs, and both weightings' final IQMs against the single critic's, with verdicts
+    def row(iqm: float, low: float, high: float) -> dict:
+        return dict(seeds=[0, 1], final_iqm=iqm, final_iqm_ci=[low, high], curve_iqm=iqm, curve_iqm_ci=[low, high])
+
+    (tmp_path / "runs").mkdir()
+    kwargs = dict(reward_groups=["outcome", "side_engine"], group_weights=[1.0, 0.05])
+    for name, side, total in (("a", 1.0, 4.0), ("b", 3.0, 5.0)):  # shares 25% and 60%
+        logs = {"train/value_loss/side_engine": side, "train/value_loss": total}
+        (tmp_path / "runs" / f"{name}.json").write_text(json.dumps(dict(kwargs=kwargs, train_logs=logs)))
+    contenders = {mc.SINGLE: row(260.0, 250.0, 270.0), mc.EQUAL_WEIGHTS: row(230.0, 220.0, 240.0)}
+    runs = [dict(contender=mc.EQUAL_WEIGHTS, file=f"runs/{name}.json") for name in ("a", "b")]
+    folder = tmp_path / "campaigns" / "multi_critic" / "lunar"
+    folder.mkdir(parents=True)
+
+    def write() -> None:
+        summary = {mc.MO_LUNAR: dict(budget=1_000_000, threshold=200.0, contenders=contenders)}
+        (folder / "report.json").write_text(json.dumps(dict(summary=summary, runs=runs, question="q")))
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    page = ROOT / "docs" / "guide" / "multi_critic.md"
+    write()
+    assert mc.render_group_value_weights(page).startswith("*Pending")
+    contenders[mc.SQUARED_WEIGHTS] = row(262.0, 255.0, 268.0)
+    write()
+    text = mc.render_group_value_weights(page)
+    assert "weighs 0.05 in the reward, so 0.0025 of the scalar's squared error" in text
+    assert "made 25%-60% of the critics' loss" in text and "seeds 0, 1" in text
+    assert "equal weights 230.0 [220.0, 240.0] (behind)" in text and '`"squared"` 262.0 [255.0, 268.0] (level)' in text
+
+
 def test_the_must_match_claim_is_the_plain_scalarize_mode_not_its_pcgrad_variant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

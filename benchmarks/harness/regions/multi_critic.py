@@ -280,8 +280,45 @@ def render_clip_ab(page: Path) -> str:
     return "\n".join(lines)
 
 
+#: The env of the campaign that chose ``group_value_weights``'s default: MO-Gymnasium's lunar lander, whose side engine
+#: term has a small weight and a large raw scale; its "scalarize" contender with equal value weights and with squared
+#: ones, and the term
+MO_LUNAR = "mo-lunar-lander-v3"
+EQUAL_WEIGHTS, SQUARED_WEIGHTS = "mc-scalarize-shared", "mc-scalarize-shared@group_value_weights='squared'"
+SMALL_TERM = "side_engine"
+
+
+def render_group_value_weights(page: Path) -> str:
+    """
+    Why ``group_value_weights='squared'`` is the "scalarize" default: with equal weights, the share of the critics'
+    loss that :data:`SMALL_TERM` takes (its value loss over the groups' sum, each run's mean over training), and the
+    final IQMs of both weightings against the single critic, from the runs of the :data:`MO_LUNAR` campaign.
+    """
+    campaign = next((name for name, data in multi_critic_reports().items() if MO_LUNAR in data["summary"]), None)
+    data = report(campaign) if campaign else None
+    rows = data["summary"][MO_LUNAR]["contenders"] if data else {}
+    if not all(name in rows for name in (EQUAL_WEIGHTS, SQUARED_WEIGHTS, SINGLE)):
+        return f"*Pending: the {MO_LUNAR} campaign with {EQUAL_WEIGHTS}, {SQUARED_WEIGHTS} and {SINGLE}.*"
+    runs = [run for entry in data["runs"] if entry["contender"] == EQUAL_WEIGHTS and (run := result_file(entry["file"]))]  # type: ignore[index]
+    logs = [run["train_logs"] for run in runs]
+    shares = [log[f"train/value_loss/{SMALL_TERM}"] / log["train/value_loss"] for log in logs]
+    kwargs = runs[0]["kwargs"]
+    weight = kwargs["group_weights"][kwargs["reward_groups"].index(SMALL_TERM)]
+    equal, squared, single_row = rows[EQUAL_WEIGHTS], rows[SQUARED_WEIGHTS], rows[SINGLE]
+    return (
+        f'On {MO_LUNAR} ("scalarize", a shared trunk, {budget(data["summary"][MO_LUNAR]["budget"])} steps, seeds '  # type: ignore[index]
+        f"{seeds(equal['seeds'])}), the side engine's fuel "
+        f"return weighs {weight:g} in the reward, so {weight**2:.2g} of the scalar's squared error; with equal value "
+        f"weights its value loss made {min(shares):.0%}-{max(shares):.0%} of the critics' loss (each run's mean over "
+        f"training). Final IQMs against the single critic's {interval(single_row, 'final')}: equal weights "
+        f'{interval(equal, "final")} ({verdict(equal, single_row, "final")}), `"squared"` '
+        f"{interval(squared, 'final')} ({verdict(squared, single_row, 'final')})."
+    )
+
+
 #: The regions this module renders: ``render(page) -> markdown``
 REGIONS: dict[str, Callable[[Path], str]] = {
+    "group-value-weights": render_group_value_weights,
     "multi-critic-styles": render_multi_critic_styles,
     "multi-critic-styles-fresh": render_multi_critic_styles_fresh,
     "multi-critic-match": render_multi_critic_match,
