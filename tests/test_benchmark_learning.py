@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 
 import harness.contenders
+import harness.layout
 import harness.reports
 import harness.runs
 import harness.zoo
@@ -83,6 +84,47 @@ def test_overrides_reach_the_model(built_xppo):
     assert 0 < run["train_seconds"] < run["learn_seconds"]
     assert harness.reports.train_cost(2.0, 4.0) == "2 (0.50x)" and harness.reports.train_cost(None, 4.0) == "-"
     assert harness.reports.train_cost(3.0, None) == "3"
+
+
+#: a run killed with SIGKILL in its own process, which checkpoints at every rollout boundary
+KILLED_RUN = """
+import pickle, sys
+import torch
+from harness.runs import train_and_evaluate
+torch.set_num_threads(1)  # (as the pool's workers)
+train_and_evaluate(pickle.loads(bytes.fromhex(sys.argv[1])), sys.argv[2], every_seconds=1e-6)
+"""
+
+
+@pytest.mark.slow
+def test_a_campaign_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path):
+    # Pendulum's zoo entry (use_sde, VecNormalize, 4 envs) with its evaluations: killed after a few checkpoints, the
+    # campaign's next start resumes the run from them, and its record is the uninterrupted run's
+    import pickle
+    import signal
+    import time
+
+    contender = harness.contenders.parse_contender("xppo@n_steps=32@n_epochs=2")
+    task = harness.runs.Task("Pendulum-v1", 32 * 4 * 24, contender, 0, 4, 1, 2, 0.2)
+    assert harness.runs.resumable(task)
+    reference = harness.runs.run_task(task)  # (one torch thread, as the pool's runs)
+    partial = os.path.join(harness.layout.partial_runs(str(tmp_path)), task.key())
+    benchmarks = os.path.dirname(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([benchmarks, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", KILLED_RUN, pickle.dumps(task).hex(), partial], env=env)
+    deadline = time.monotonic() + 120
+    while len(glob.glob(os.path.join(partial, "resume-*.ckpt"))) < 2:
+        assert child.poll() is None and time.monotonic() < deadline, "the run ended before it was killed"
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    harness.runs.run_all([task], str(tmp_path), workers=1, time_limit_s=None)  # (the pool's runner: it resumes)
+    with open(task.path(str(tmp_path))) as f:
+        resumed = json.load(f)
+    assert resumed["resumed_at"] and 0 < resumed["resumed_at"][0] < task.budget and reference["resumed_at"] == []
+    for key in ("eval_steps", "eval_means", "eval_stds", "final_returns", "train_logs"):
+        assert resumed[key] == reference[key], key
+    assert not os.path.exists(partial)  # the run is in the cache: its checkpoints are gone
 
 
 def test_env_key_overrides_reach_the_envs(built_xppo):

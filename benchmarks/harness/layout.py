@@ -5,7 +5,9 @@ Where the benchmarks' results go, by kind, under ``benchmarks/results/``:
   ``campaigns/multi_critic/<name>/``);
 - ``single/``: the result files of the single benchmarks (``speed.json``, ``overhead.json``, ``gae.json``...);
 - ``runs/``: the run cache, one JSON per training run, found by its key; reports name the runs they cite by their
-  path relative to the results folder.
+  path relative to the results folder;
+- ``partial/<key>/``: the resumable checkpoints of a run under way (not committed), from which a campaign killed at
+  a session's end resumes it bit for bit; removed once its JSON is in the cache.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ ROOT = os.path.dirname(BENCHMARKS)
 #: ``benchmarks/results/``: the default results folder of every script
 RESULTS = os.path.join(BENCHMARKS, "results")
 #: The folders of a results folder, by kind
-CAMPAIGNS, SINGLE, RUNS = "campaigns", "single", "runs"
+CAMPAIGNS, SINGLE, RUNS, PARTIAL = "campaigns", "single", "runs", "partial"
 
 
 def campaign_dir(results: str, name: str) -> str:
@@ -37,6 +39,11 @@ def single_file(name: str, results: str = RESULTS) -> str:
 def run_cache(results: str) -> str:
     """The run cache under ``results``."""
     return os.path.join(results, RUNS)
+
+
+def partial_runs(results: str) -> str:
+    """The folder of the runs under way under ``results``: each run's resumable checkpoints, by its key."""
+    return os.path.join(results, PARTIAL)
 
 
 def write_result(path: str, record: dict[str, Any], indent: int = 1) -> None:

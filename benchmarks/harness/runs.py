@@ -6,11 +6,18 @@ One training run of a campaign (:class:`Task`), its cache and provenance check, 
   name, is not run again (:func:`load_cached`).
 - **Provenance**: each run records the code that made it and the behavioural fingerprint of its configuration
   (:mod:`harness.provenance`); :func:`verify_runs` sorts cited runs into current, stale and unverified.
+- **Resume**: an XPPO run of the pool writes resumable checkpoints (``sb3_xppo.ResumableCheckpoint``, every
+  :data:`CHECKPOINT_SECONDS`) into ``partial/<key>/`` (:func:`harness.layout.partial_runs`). A campaign killed at a
+  session's end starts its runs under way from there next time and finishes them as they would have finished
+  (docs/guide/resume.md: exact resume), so a long run may span sessions; the record sums each session's seconds and
+  lists the steps it was resumed at (``resumed_at``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import glob
 import hashlib
 import json
@@ -18,6 +25,7 @@ import os
 import pickle
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,11 +55,11 @@ from harness.contenders import (
     Contender,
     deepened,
 )
-from harness.layout import run_cache
+from harness.layout import partial_runs, run_cache
 from harness.provenance import behaviour_fingerprint, code_record
 from harness.train_logs import TrainLogs
 from harness.zoo import zoo_entry_of, zoo_setup
-from sb3_xppo import XPPO, RecurrentXPPO
+from sb3_xppo import XPPO, RecurrentXPPO, ResumableCheckpoint
 from sb3_xppo.common.options import CLIPPING_VALUE_LOSSES
 
 #: Mean eval return that counts as solved, for "steps to threshold"
@@ -67,6 +75,9 @@ THRESHOLDS: dict[str, float] = {
 }
 #: Part of every run's cache key: bump it when a change to ``run_task`` makes cached runs incomparable
 RUN_FORMAT = 1
+#: How often a run of the pool writes a resumable checkpoint, in seconds of wall-clock time (at the next rollout
+#: boundary; where checkpoints are written does not change the run)
+CHECKPOINT_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,36 @@ class TrainTimer(BaseCallback):
     def _on_training_end(self) -> None:
         self._stop()
 
+    def resumable_state(self) -> dict[str, Any]:
+        return {"seconds": self.seconds}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.seconds = float(state["seconds"])
+
+
+class Stopwatch(BaseCallback):
+    """
+    The wall-clock seconds of a run's earlier sessions and the steps it was resumed at: resumable (its state in the
+    run's checkpoints), so a run that spans sessions sums them. Reads only: a run trains the same with it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: seconds of the sessions before this one, up to their last checkpoint
+        self.before = 0.0
+        #: ``num_timesteps`` at each resume
+        self.resumed_at: list[int] = []
+        self._start = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def resumable_state(self) -> dict[str, Any]:
+        return {"seconds": self.before + time.perf_counter() - self._start, "resumed_at": self.resumed_at}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.before, self.resumed_at = float(state["seconds"]), [*state["resumed_at"], self.model.num_timesteps]
+
 
 def init_worker() -> None:
     """A pool worker's setup: one torch thread."""
@@ -233,15 +274,27 @@ def fingerprint(task: Task, build: Builder | None = None) -> str:
     return _FINGERPRINTS[key]
 
 
-def run_task(task: Task) -> dict[str, Any]:
+def resumable(task: Task) -> bool:
+    """Whether ``task``'s runs write resumable checkpoints: XPPO's family in one process."""
+    return task.contender.algo in ("xppo", "xppo_lstm") and task.contender.kwargs.get(RANKS_OVERRIDE, 1) == 1
+
+
+def run_task(task: Task, partial: str | None = None) -> dict[str, Any]:
     """
     Train one contender on one env and seed; evaluate it along the way and at the end. A contender with ``@ranks=N``
     trains on ``N`` processes started by PyTorch's launcher (:func:`run_on_ranks`).
+
+    :param partial: the folder of the runs under way (:func:`harness.layout.partial_runs`): a :func:`resumable` run
+        checkpoints into its ``<key>/`` and resumes from there (None: it runs whole, as before)
     """
     th.set_num_threads(1)
     code, behaviour = code_record(), fingerprint(task)
     ranks = task.contender.kwargs.get(RANKS_OVERRIDE, 1)
-    record = train_and_evaluate(task) if ranks == 1 else run_on_ranks(task, ranks)
+    if ranks != 1:
+        record = run_on_ranks(task, ranks)
+    else:
+        folder = os.path.join(partial, task.key()) if partial is not None and resumable(task) else None
+        record = train_and_evaluate(task, folder)
     return {**record, "code": code, "fingerprint": behaviour}
 
 
@@ -268,11 +321,23 @@ def run_on_ranks(task: Task, ranks: int) -> dict[str, Any]:
             return json.load(f)
 
 
-def train_and_evaluate(task: Task) -> dict[str, Any]:
-    """One run's training and evaluations (on a data-parallel run's every rank; rank 0 evaluates)."""
+def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: float = CHECKPOINT_SECONDS) -> dict[str, Any]:
+    """
+    One run's training and evaluations (on a data-parallel run's every rank; rank 0 evaluates).
+
+    :param resume: a folder of resumable checkpoints: the run resumes from its newest one, if any, and writes there
+        every ``every_seconds`` (None: no checkpoints)
+    """
     main = int(os.environ.get("RANK", 0)) == 0
     with tempfile.TemporaryDirectory() as log_folder:
         model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry = build_run(task, log_folder)
+        checkpoints: list[BaseCallback] = []
+        if resume is not None:
+            # no checkpoint yet: the run starts (the model built above sets the envs up as the first session did)
+            with contextlib.suppress(FileNotFoundError):
+                model = type(model).resume(resume, env=env, device="cpu")
+            # first: the callbacks after it see a boundary written at once, in a resumed run too
+            checkpoints.append(ResumableCheckpoint(resume, every_rollouts=None, every_seconds=every_seconds, keep=2))
         n_envs = env.num_envs * int(os.environ.get("WORLD_SIZE", 1))  # every rank's, as num_timesteps counts
         eval_every = max(task.budget // task.n_evals, 1)
         eval_callback = EvalCallback(
@@ -284,20 +349,20 @@ def train_and_evaluate(task: Task) -> dict[str, Any]:
             verbose=0,
             warn=False,
         )
-        train_timer, train_logs = TrainTimer(), TrainLogs()
+        train_timer, train_logs, stopwatch = TrainTimer(), TrainLogs(), Stopwatch()
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            callbacks = [*zoo_callbacks, *([eval_callback] if main else []), train_timer, train_logs]
+            callbacks = [*checkpoints, *zoo_callbacks, *([eval_callback] if main else []), train_timer, train_logs, stopwatch]
             model.learn(task.budget, callback=callbacks)
-        learn_s = time.perf_counter() - start
+        learn_s = stopwatch.before + time.perf_counter() - start
         sync_envs_normalization(model.get_env(), eval_env)
         final_returns = [float("nan")]  # (a rank other than 0: no record)
         if main:
             final_returns, _ = evaluate_policy(
                 model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
             )
-        total_s = time.perf_counter() - start
+        total_s = stopwatch.before + time.perf_counter() - start
         env.close()
         eval_env.close()
 
@@ -327,6 +392,7 @@ def train_and_evaluate(task: Task) -> dict[str, Any]:
         learn_seconds=learn_s,
         train_seconds=train_timer.seconds,
         total_seconds=total_s,
+        resumed_at=stopwatch.resumed_at,
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
     )
@@ -355,7 +421,7 @@ def run_all(
     ``runner`` (default :func:`run_task`) trains one task and returns its run record (``benchmarks/multi_critic.py``
     brings its own). ``rerun``: the keys of tasks to run again although cached (stale runs, :func:`verify_runs`).
     """
-    runner = run_task if runner is None else runner
+    runner = functools.partial(run_task, partial=partial_runs(out_dir)) if runner is None else runner
 
     rerun_done: set[str] = set()
 
@@ -378,6 +444,7 @@ def run_all(
 
     def report(task: Task, run: dict[str, Any]) -> None:
         save_run(run, task.path(out_dir))
+        shutil.rmtree(os.path.join(partial_runs(out_dir), task.key()), ignore_errors=True)  # (in the cache now)
         rerun_done.add(task.key())
         print(
             f"[{time.strftime('%H:%M:%S')}] {task.env_id} {task.contender.name} seed {task.seed}: "

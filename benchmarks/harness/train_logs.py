@@ -32,7 +32,7 @@ class TrainLogs(BaseCallback):
     """
     The :data:`TRAIN_LOG_KEYS` of every ``train()`` call: read from the logger when the next rollout starts (SB3's
     ``learn()`` dumps the logger before ``train()``, so its values are still there) and when training ends. Reads
-    only: a run trains the same with it.
+    only: a run trains the same with it. Resumable: a run that spans sessions keeps the calls of the earlier ones.
     """
 
     def __init__(self) -> None:
@@ -44,9 +44,17 @@ class TrainLogs(BaseCallback):
         return True
 
     def _read(self) -> None:
+        # (the model's count: the callback's own is set at each step, and a resumed run's first event comes before one)
+        steps = self.model.num_timesteps
         values = {key: float(self.logger.name_to_value[key]) for key in TRAIN_LOG_KEYS if key in self.logger.name_to_value}
-        if values and (not self.calls or self.calls[-1][0] != self.num_timesteps):
-            self.calls.append((self.num_timesteps, values))
+        if values and (not self.calls or self.calls[-1][0] != steps):
+            self.calls.append((steps, values))
+
+    def resumable_state(self) -> dict[str, Any]:
+        return {"calls": [[steps, values] for steps, values in self.calls]}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.calls = [(int(steps), dict(values)) for steps, values in state["calls"]]
 
     def _on_rollout_start(self) -> None:
         self._read()
