@@ -101,6 +101,7 @@ def test_a_campaign_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path)
     # Pendulum's zoo entry (use_sde, VecNormalize, 4 envs) with its evaluations: killed after a few checkpoints, the
     # campaign's next start resumes the run from them, and its record is the uninterrupted run's
     import pickle
+    import shutil
     import signal
     import time
 
@@ -108,7 +109,7 @@ def test_a_campaign_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path)
     task = harness.runs.Task("Pendulum-v1", 32 * 4 * 24, contender, 0, 4, 1, 2, 0.2)
     assert harness.runs.resumable(task)
     reference = harness.runs.run_task(task)  # (one torch thread, as the pool's runs)
-    partial = os.path.join(harness.layout.partial_runs(str(tmp_path)), task.key())
+    partial = os.path.join(harness.layout.partial_runs(str(tmp_path)), f"{task.key()}-{harness.runs.fingerprint(task)}")
     benchmarks = os.path.dirname(SCRIPT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([benchmarks, os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen([sys.executable, "-c", KILLED_RUN, pickle.dumps(task).hex(), partial], env=env)
@@ -118,6 +119,7 @@ def test_a_campaign_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path)
         time.sleep(0.005)
     child.send_signal(signal.SIGKILL)
     child.wait()
+    shutil.copytree(partial, tmp_path / "kept")
     harness.runs.run_all([task], str(tmp_path), workers=1, time_limit_s=None)  # (the pool's runner: it resumes)
     with open(task.path(str(tmp_path))) as f:
         resumed = json.load(f)
@@ -125,6 +127,14 @@ def test_a_campaign_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path)
     for key in ("eval_steps", "eval_means", "eval_stds", "final_returns", "train_logs"):
         assert resumed[key] == reference[key], key
     assert not os.path.exists(partial)  # the run is in the cache: its checkpoints are gone
+    # checkpoints of code that trains differently (another fingerprint in the folder's name) are not resumed
+    os.remove(task.path(str(tmp_path)))
+    shutil.copytree(tmp_path / "kept", os.path.join(os.path.dirname(partial), f"{task.key()}-{'0' * 16}"))
+    harness.runs.run_all([task], str(tmp_path), workers=1, time_limit_s=None)
+    with open(task.path(str(tmp_path))) as f:
+        afresh = json.load(f)
+    assert afresh["resumed_at"] == [] and afresh["eval_means"] == reference["eval_means"]
+    assert os.listdir(os.path.dirname(partial)) == []
 
 
 def test_env_key_overrides_reach_the_envs(built_xppo):

@@ -6,8 +6,8 @@ Where the benchmarks' results go, by kind, under ``benchmarks/results/``:
 - ``single/``: the result files of the single benchmarks (``speed.json``, ``overhead.json``, ``gae.json``...);
 - ``runs/``: the run cache, one JSON per training run, found by its key; reports name the runs they cite by their
   path relative to the results folder;
-- ``partial/<key>/``: the resumable checkpoints of a run under way (not committed), from which a campaign killed at
-  a session's end resumes it bit for bit; removed once its JSON is in the cache.
+- ``partial/<key>-<fingerprint>/``: the resumable checkpoints of a run under way (not committed), from which a
+  campaign killed at a session's end resumes it bit for bit; removed once its JSON is in the cache.
 """
 
 from __future__ import annotations

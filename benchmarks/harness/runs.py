@@ -7,10 +7,11 @@ One training run of a campaign (:class:`Task`), its cache and provenance check, 
 - **Provenance**: each run records the code that made it and the behavioural fingerprint of its configuration
   (:mod:`harness.provenance`); :func:`verify_runs` sorts cited runs into current, stale and unverified.
 - **Resume**: an XPPO run of the pool writes resumable checkpoints (``sb3_xppo.ResumableCheckpoint``, every
-  :data:`CHECKPOINT_SECONDS`) into ``partial/<key>/`` (:func:`harness.layout.partial_runs`). A campaign killed at a
-  session's end starts its runs under way from there next time and finishes them as they would have finished
-  (docs/guide/resume.md: exact resume), so a long run may span sessions; the record sums each session's seconds and
-  lists the steps it was resumed at (``resumed_at``).
+  :data:`CHECKPOINT_SECONDS`) into ``partial/<key>-<fingerprint>/`` (:func:`harness.layout.partial_runs`). A campaign
+  killed at a session's end starts its runs under way from there next time and finishes them as they would have
+  finished (docs/guide/resume.md: exact resume), so a long run may span sessions; the record sums each session's
+  seconds and lists the steps it was resumed at (``resumed_at``). The behavioural fingerprint in the folder's name
+  keeps a session whose code trains differently from resuming another code's run: it starts the run afresh.
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ def run_task(task: Task, partial: str | None = None) -> dict[str, Any]:
     trains on ``N`` processes started by PyTorch's launcher (:func:`run_on_ranks`).
 
     :param partial: the folder of the runs under way (:func:`harness.layout.partial_runs`): a :func:`resumable` run
-        checkpoints into its ``<key>/`` and resumes from there (None: it runs whole, as before)
+        checkpoints into its ``<key>-<fingerprint>/`` and resumes from there (None: it runs whole, as before)
     """
     th.set_num_threads(1)
     code, behaviour = code_record(), fingerprint(task)
@@ -293,7 +294,8 @@ def run_task(task: Task, partial: str | None = None) -> dict[str, Any]:
     if ranks != 1:
         record = run_on_ranks(task, ranks)
     else:
-        folder = os.path.join(partial, task.key()) if partial is not None and resumable(task) else None
+        # (named by the fingerprint too: a session whose code trains differently starts the run afresh)
+        folder = os.path.join(partial, f"{task.key()}-{behaviour}") if partial is not None and resumable(task) else None
         record = train_and_evaluate(task, folder)
     return {**record, "code": code, "fingerprint": behaviour}
 
@@ -444,7 +446,8 @@ def run_all(
 
     def report(task: Task, run: dict[str, Any]) -> None:
         save_run(run, task.path(out_dir))
-        shutil.rmtree(os.path.join(partial_runs(out_dir), task.key()), ignore_errors=True)  # (in the cache now)
+        for folder in glob.glob(os.path.join(glob.escape(partial_runs(out_dir)), f"{task.key()}-*")):  # (cached now)
+            shutil.rmtree(folder, ignore_errors=True)
         rerun_done.add(task.key())
         print(
             f"[{time.strftime('%H:%M:%S')}] {task.env_id} {task.contender.name} seed {task.seed}: "
