@@ -191,8 +191,12 @@ class Stopwatch(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
+    def seconds(self) -> float:
+        """:return: the run's seconds so far: the earlier sessions' and this one's since the stopwatch was made"""
+        return self.before + time.perf_counter() - self._start
+
     def resumable_state(self) -> dict[str, Any]:
-        return {"seconds": self.before + time.perf_counter() - self._start, "resumed_at": self.resumed_at}
+        return {"seconds": self.seconds(), "resumed_at": self.resumed_at}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         self.before, self.resumed_at = float(state["seconds"]), [*state["resumed_at"], self.model.num_timesteps]
@@ -352,19 +356,18 @@ def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: flo
             warn=False,
         )
         train_timer, train_logs, stopwatch = TrainTimer(), TrainLogs(), Stopwatch()
-        start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             callbacks = [*checkpoints, *zoo_callbacks, *([eval_callback] if main else []), train_timer, train_logs, stopwatch]
             model.learn(task.budget, callback=callbacks)
-        learn_s = stopwatch.before + time.perf_counter() - start
+        learn_s = stopwatch.seconds()
         sync_envs_normalization(model.get_env(), eval_env)
         final_returns = [float("nan")]  # (a rank other than 0: no record)
         if main:
             final_returns, _ = evaluate_policy(
                 model, eval_env, n_eval_episodes=task.final_episodes, deterministic=True, return_episode_rewards=True
             )
-        total_s = stopwatch.before + time.perf_counter() - start
+        total_s = stopwatch.seconds()
         env.close()
         eval_env.close()
 
