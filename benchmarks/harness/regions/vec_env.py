@@ -170,7 +170,10 @@ def render_speed_targets(page: Path) -> str:
     data = speed_results(vec_env=True)
     if data is None or not data["results"]:
         return text or "Pending: `python benchmarks/speed.py --contrib`."
-    lines = [f"| env, XPPO's VecEnv | target | {MEDIAN_PAIRED}, best |", "| --- | --- | --- |"]
+    lines = [
+        f"| env, XPPO's VecEnv | target (met or missed by the best ratio) | {MEDIAN_PAIRED}, best |",
+        "| --- | --- | --- |",
+    ]
     for r in data["results"]:
         if r["target"] is not None:
             met = "met" if r["target_met"] else "missed"
