@@ -208,8 +208,13 @@ def test_the_answer_once_every_run_is_in(results_in, finals, deep, zoo, answer):
     assert "| Hopper-v5 | 2 x 256 | 100k | `spo` | 0-2 |" in text
     claim = spo_depth.spo_claim()
     verdict = "ahead" if finals["spo"] > 1500 else "level"
+    lead = (
+        "pays at 7 hidden layers on Hopper-v5, Walker2d-v5"
+        if verdict == "ahead"
+        else "did not pay here, even at 7 hidden layers"
+    )
     assert claim == (
-        f"at 7 hidden layers, against PPO's clip (1M steps, seeds 0-4): Hopper-v5: final {verdict}, curve {verdict}; "
+        f"{lead}; against PPO's clip (1M steps, seeds 0-4): Hopper-v5: final {verdict}, curve {verdict}; "
         f"Walker2d-v5: final {verdict}, curve {verdict}"
     )
     assert claim in harness.regions.summary.render_decision(results.ROOT / spo_depth.PAGE)

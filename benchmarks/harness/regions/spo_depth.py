@@ -174,18 +174,18 @@ def answer() -> str:
 
 
 def spo_claim() -> str | None:
-    """The decision table's evidence for ``actor_loss='spo'``: the deep campaign's verdicts, None while it runs."""
+    """
+    The decision table's evidence for ``actor_loss='spo'``: whether it paid at 7 hidden layers (on the envs where it is
+    ahead of PPO's clip on the final or the curve return), then the deep campaign's verdicts; None while it runs.
+    """
     if not complete(DEEP):
         return None
     deep = rows(DEEP)
-    parts = [
-        f"{e}: final {verdict(deep[e]['spo'], deep[e]['clip'], 'final')}, curve "
-        f"{verdict(deep[e]['spo'], deep[e]['clip'], 'curve')}"
-        for e in ENVS
-    ]
-    return f"at 7 hidden layers, against PPO's clip (1M steps, seeds {seeds(deep[next(iter(ENVS))]['spo']['seeds'])}): " + (
-        "; ".join(parts)
-    )
+    verdicts = {e: {m: verdict(deep[e]["spo"], deep[e]["clip"], m) for m in ("final", "curve")} for e in ENVS}
+    ahead = [e for e, v in verdicts.items() if "ahead" in v.values()]
+    lead = f"pays at 7 hidden layers on {', '.join(ahead)}" if ahead else "did not pay here, even at 7 hidden layers"
+    parts = "; ".join(f"{e}: final {v['final']}, curve {v['curve']}" for e, v in verdicts.items())
+    return f"{lead}; against PPO's clip (1M steps, seeds {seeds(deep[next(iter(ENVS))]['spo']['seeds'])}): {parts}"
 
 
 def pending_claim() -> str:
