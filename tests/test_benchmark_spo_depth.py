@@ -196,6 +196,15 @@ def test_partial_runs_are_shown_without_a_verdict(results_in):
         (dict(clip=1000.0, spo=2000.0), dict(clip=0.5, spo=0.05), dict(clip=0.1, spo=0.05), "Reproduced: "),
         # the same ratios, returns level: the mechanism without the gain
         (dict(clip=1000.0, spo=1005.0), dict(clip=0.5, spo=0.05), dict(clip=0.1, spo=0.05), "Partly reproduced: "),
+        # the gain without the mechanism: the answer names where SPO is ahead, and on which return
+        (
+            dict(clip=1000.0, spo=2000.0),
+            dict(clip=0.05, spo=0.5),
+            dict(clip=0.1, spo=0.05),
+            "Partly reproduced: at 7 hidden layers SPO ahead of PPO's clip on Hopper-v5 (final and curve return), "
+            "Walker2d-v5 (final and curve return); Hopper-v5: PPO's mean |r - 1| at depth 7 within its clip range over the "
+            "run and not above the zoo depth's over the first 100k steps, SPO's beyond the range;",
+        ),
         # nothing: returns level, PPO's ratio within its range and no deeper than at the zoo's depth, SPO's beyond
         (dict(clip=1000.0, spo=1005.0), dict(clip=0.05, spo=0.5), dict(clip=0.1, spo=0.05), "Not reproduced here: "),
     ],

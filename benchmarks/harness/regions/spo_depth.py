@@ -151,20 +151,28 @@ def answer() -> str:
             "done; verdict pending."
         )
     deep = rows(DEEP)
-    ahead = [e for e in ENVS if "ahead" in (verdict(deep[e]["spo"], deep[e]["clip"], m) for m in ("final", "curve"))]
+    returns_ahead = {
+        e: [m for m in ("final", "curve") if verdict(deep[e]["spo"], deep[e]["clip"], m) == "ahead"] for e in ENVS
+    }
+    ahead = [e for e, measures in returns_ahead.items() if measures]
     behind = [e for e in ENVS if verdict(deep[e]["spo"], deep[e]["clip"], "final") == "behind"]
     held = {e: mechanism(e) for e in ENVS}
     mechanism_everywhere = all(m is not None and all(m.values()) for m in held.values())
     ratio_words = "; ".join(
-        f"{e}: PPO's mean |r - 1| {'beyond' if m['exceeds'] else 'within'} its clip range at depth 7 and "
-        f"{'above' if m['grows'] else 'not above'} the zoo depth's, SPO's {'within' if m['bounded'] else 'beyond'} it"
+        f"{e}: PPO's mean |r - 1| at depth 7 {'beyond' if m['exceeds'] else 'within'} its clip range over the run "
+        f"and {'above' if m['grows'] else 'not above'} the zoo depth's over the first 100k steps, SPO's "
+        f"{'within' if m['bounded'] else 'beyond'} the range"
         for e, m in held.items()
         if m is not None
     )
     if len(ahead) == len(ENVS) and mechanism_everywhere:
         lead = "Reproduced: at 7 hidden layers SPO is ahead of PPO's clip on both envs"
     elif ahead or any(m is not None and any(m.values()) for m in held.values()):
-        where = f"SPO ahead of PPO's clip on {', '.join(ahead)}" if ahead else "SPO's return level with PPO's or behind"
+        where = (
+            "SPO ahead of PPO's clip on " + ", ".join(f"{e} ({' and '.join(returns_ahead[e])} return)" for e in ahead)
+            if ahead
+            else "SPO's return level with PPO's or behind"
+        )
         lead = f"Partly reproduced: at 7 hidden layers {where}"
     else:
         lead = "Not reproduced here: at 7 hidden layers SPO is not ahead of PPO's clip on either env"
