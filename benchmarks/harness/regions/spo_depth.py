@@ -142,6 +142,12 @@ def mechanism(env_id: str) -> dict[str, bool] | None:
     )
 
 
+def spo_verdicts() -> dict[str, dict[str, str]]:
+    """Per env, SPO's verdict against PPO's clip at 7 hidden layers on the final and the curve return (complete runs)."""
+    deep = rows(DEEP)
+    return {e: {m: verdict(deep[e]["spo"], deep[e]["clip"], m) for m in ("final", "curve")} for e in ENVS}
+
+
 def answer() -> str:
     """The campaign's answer in one sentence, or how many runs are done while it runs."""
     done = {kind: runs_done(kind) for kind in RUNS}
@@ -150,12 +156,10 @@ def answer() -> str:
             f"{done[DEEP]} of {RUNS[DEEP]} runs at 7 hidden layers and {done[SHORT]} of {RUNS[SHORT]} at the zoo's depth "
             "done; verdict pending."
         )
-    deep = rows(DEEP)
-    returns_ahead = {
-        e: [m for m in ("final", "curve") if verdict(deep[e]["spo"], deep[e]["clip"], m) == "ahead"] for e in ENVS
-    }
+    verdicts = spo_verdicts()
+    returns_ahead = {e: [m for m, v in found.items() if v == "ahead"] for e, found in verdicts.items()}
     ahead = [e for e, measures in returns_ahead.items() if measures]
-    behind = [e for e in ENVS if verdict(deep[e]["spo"], deep[e]["clip"], "final") == "behind"]
+    behind = [e for e, found in verdicts.items() if found["final"] == "behind"]
     held = {e: mechanism(e) for e in ENVS}
     mechanism_everywhere = all(m is not None and all(m.values()) for m in held.values())
     ratio_words = "; ".join(
@@ -188,12 +192,11 @@ def spo_claim() -> str | None:
     """
     if not complete(DEEP):
         return None
-    deep = rows(DEEP)
-    verdicts = {e: {m: verdict(deep[e]["spo"], deep[e]["clip"], m) for m in ("final", "curve")} for e in ENVS}
+    verdicts = spo_verdicts()
     ahead = [e for e, v in verdicts.items() if "ahead" in v.values()]
     lead = f"pays at 7 hidden layers on {', '.join(ahead)}" if ahead else "did not pay here, even at 7 hidden layers"
     parts = "; ".join(f"{e}: final {v['final']}, curve {v['curve']}" for e, v in verdicts.items())
-    return f"{lead}; against PPO's clip (1M steps, seeds {seeds(deep[next(iter(ENVS))]['spo']['seeds'])}): {parts}"
+    return f"{lead}; against PPO's clip (1M steps, seeds {seeds(rows(DEEP)[next(iter(ENVS))]['spo']['seeds'])}): {parts}"
 
 
 def pending_claim() -> str:
