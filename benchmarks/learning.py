@@ -15,6 +15,9 @@ seeds for every contender, in one run.
     ``harness.zoo.ENV_CONFIGS``);
   - ``xppo-zoo``: XPPO with its own rl-zoo3 entry, from ``zoo_configs/xppo.yml`` instead of ``ppo.yml``: what
     ``python -m sb3_xppo.train`` trains;
+  - ``xppo-paper``: XPPO with the SPO paper's setup (Xie et al. 2025, the authors' MuJoCo code), from
+    ``benchmarks/spo_paper.yml`` instead of ``ppo.yml`` (Walker2d-v5, HalfCheetah-v5, Ant-v5): its contenders add
+    ``@actor_loss`` and, for the paper's shallow actor, ``@pi_arch=[64,64]``;
   - ``xppo-recommended``: XPPO with :func:`sb3_xppo.xppo_recommended`'s options for the env over ``ppo.yml``'s
     entry (the run's JSON records them);
   - ``xppo-<actor>-<value>-<norm>[+toggle...]``: ``actor`` in ``clip, spo, asymmetric_spo``, ``value`` in
@@ -33,6 +36,7 @@ seeds for every contender, in one run.
     ``DummyVecEnv`` without it), e.g. ``ppo@vec_env='envpool'`` against ``ppo`` for EnvPool's learning equivalence,
     and evaluates on gymnasium's env as every contender does; ``@depth=7`` gives the actor and the critic 7 hidden
     layers of the entry's width (its other policy keywords kept), one name for every env of a campaign;
+    ``@pi_arch=[64,64]`` gives the actor those hidden layers (the entry's critic and other policy keywords kept);
   - sets: ``defaults`` (ppo, xppo); ``grid`` (ppo and actor x value in {mse, clipped, improved} with ``mb``,
     leaving out ``xppo-clip-mse-mb``, which is PPO: the same parameters after ``learn()``, but for the last
     update when a linear clip schedule ends below 0, where PPO clamps to an empty range and XPPO to ``1e-8``);

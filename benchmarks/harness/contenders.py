@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.zoo import SPO_PAPER_CONFIG
 from sb3_xppo import xppo_recommended
 from sb3_xppo.zoo import CONFIG_PATH, VEC_ENV_CHOICES
 
@@ -22,6 +23,8 @@ NORMS = {"mb": "minibatch", "rollout": "rollout", "none": False}
 ZOO_ENV_KEYS = ("normalize", "n_envs", "frame_stack", "env_wrapper", "vec_env_wrapper", "env_kwargs")
 #: :func:`sb3_xppo.xppo_recommended`'s options over the zoo's PPO entry
 RECOMMENDED = "xppo-recommended"
+#: XPPO with the SPO paper's setup (``benchmarks/spo_paper.yml``) instead of the zoo's PPO entry
+PAPER = "xppo-paper"
 #: the single options of the improvements screen (issue 15), each over the zoo's PPO entry
 IMPROVEMENTS = (
     "xppo@rpo_alpha=0.5",
@@ -42,6 +45,9 @@ RANKS_OVERRIDE = "ranks"
 #: the override that gives the actor and the critic that many hidden layers of the zoo entry's width (``@depth=7``,
 #: the SPO paper's depth: Hopper's entry then has 7 layers of 256 units a side); the entry's other policy keywords kept
 DEPTH_OVERRIDE = "depth"
+#: the override that gives the actor these hidden layers (``@pi_arch=[64,64]``: ``net_arch``'s ``pi``), the critic's
+#: and the entry's other policy keywords kept: the SPO paper's shallow actor on its entry (``xppo-paper``)
+PI_ARCH_OVERRIDE = "pi_arch"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ def parse_contender(name: str) -> Contender:
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is a number of processes >= 1")
         if key == DEPTH_OVERRIDE and (not isinstance(contender.kwargs[key], int) or contender.kwargs[key] < 1):
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is a number of hidden layers >= 1")
+        if key == PI_ARCH_OVERRIDE and not _is_layers(contender.kwargs[key]):
+            raise ValueError(f"bad override {override!r} in {name!r}: {key} is a list of layer widths >= 1")
         if key == VEC_ENV_OVERRIDE and contender.kwargs[key] not in VEC_ENV_CHOICES:
             raise ValueError(f"bad override {override!r} in {name!r}: {key} is one of {VEC_ENV_CHOICES}")
         if key in SCHEDULE_KEYS and isinstance(contender.kwargs[key], str) and not _is_zoo_schedule(contender.kwargs[key]):
@@ -102,6 +110,23 @@ def deepened(net_arch: list[int] | dict[str, list[int]] | None, depth: int) -> d
     return {side: [layers[0]] * depth for side, layers in parts.items()}
 
 
+def with_actor(net_arch: list[int] | dict[str, list[int]] | None, pi: list[int]) -> dict[str, list[int]]:
+    """
+    ``net_arch`` (a zoo entry's, SB3's meaning; None: SB3's default MLP) with ``pi`` as the actor's hidden layers.
+
+    :param net_arch: the entry's ``net_arch``
+    :param pi: the actor's layer widths
+    :return: ``dict(pi=pi, vf=<the entry's critic>)``
+    """
+    arch = dict(pi=[64, 64], vf=[64, 64]) if net_arch is None else net_arch
+    parts = dict(arch) if isinstance(arch, dict) else dict(pi=list(arch), vf=list(arch))
+    return {**parts, "pi": list(pi)}
+
+
+def _is_layers(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(w, int) and w >= 1 for w in value)
+
+
 def _is_zoo_schedule(value: str) -> bool:
     kind, _, initial = value.partition("_")
     try:
@@ -117,13 +142,16 @@ def _parse_base(name: str) -> Contender:
         return Contender(name, "xppo_lstm")
     if name == "xppo-zoo":
         return Contender(name, "xppo", config=str(CONFIG_PATH))
+    if name == PAPER:
+        return Contender(name, "xppo", config=SPO_PAPER_CONFIG)
     if name == RECOMMENDED:
         return Contender(name, "xppo")  # its options depend on the env: for_env() adds them
     base, *toggles = name.split("+")
     parts = base.split("-")
     if len(parts) != 4 or parts[0] != "xppo" or parts[1] not in ACTORS or parts[2] not in VALUES or parts[3] not in NORMS:
         raise ValueError(
-            f"unknown contender {name!r}: expected 'ppo', 'xppo', 'recurrentppo', 'xppo-lstm' or "
+            f"unknown contender {name!r}: expected 'ppo', 'xppo', 'recurrentppo', 'xppo-lstm', 'xppo-zoo', "
+            f"'{PAPER}', '{RECOMMENDED}' or "
             "'xppo-<actor>-<value>-<norm>[+toggle...]' with actor in "
             f"{ACTORS}, value in {VALUES}, norm in {tuple(NORMS)}"
         )

@@ -48,6 +48,7 @@ from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from harness.contenders import (
     DEPTH_OVERRIDE,
+    PI_ARCH_OVERRIDE,
     POLICY_OPTIONS,
     RANKS_OVERRIDE,
     SCHEDULE_KEYS,
@@ -55,9 +56,11 @@ from harness.contenders import (
     ZOO_ENV_KEYS,
     Contender,
     deepened,
+    with_actor,
 )
 from harness.layout import partial_runs, run_cache
 from harness.provenance import behaviour_fingerprint, code_record
+from harness.train_episodes import TrainEpisodes
 from harness.train_logs import TrainLogs
 from harness.zoo import zoo_entry_of, zoo_setup
 from sb3_xppo import XPPO, RecurrentXPPO, ResumableCheckpoint
@@ -220,6 +223,7 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     vec_env = kwargs.pop(VEC_ENV_OVERRIDE, None)
     ranks = kwargs.pop(RANKS_OVERRIDE, 1)
     depth = kwargs.pop(DEPTH_OVERRIDE, None)
+    pi_arch = kwargs.pop(PI_ARCH_OVERRIDE, None)
     if ranks > 1:  # one rank's part: the entry's envs and minibatch divided; data-parallel where launched
         entry = zoo_entry_of(task.contender.config, task.env_id)
         entry_overrides["n_envs"] = entry_overrides.get("n_envs", entry.get("n_envs", 1)) // ranks
@@ -242,6 +246,9 @@ def build_run(task: Task, log_folder: str) -> tuple[Any, VecEnv, VecEnv, list[Ba
     if depth is not None:  # the entry's networks, deeper
         policy_kwargs = hyperparams.get("policy_kwargs", {})
         hyperparams["policy_kwargs"] = {**policy_kwargs, "net_arch": deepened(policy_kwargs.get("net_arch"), depth)}
+    if pi_arch is not None:  # the entry's actor, other layers
+        policy_kwargs = hyperparams.get("policy_kwargs", {})
+        hyperparams["policy_kwargs"] = {**policy_kwargs, "net_arch": with_actor(policy_kwargs.get("net_arch"), pi_arch)}
     hyperparams.update(kwargs)  # the contender's options and overrides win over the zoo entry
     model = algo(env=env, seed=task.seed, verbose=0, device="cpu", **hyperparams)
     return model, env, eval_env, zoo_callbacks, hyperparams, zoo_entry
@@ -355,10 +362,18 @@ def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: flo
             verbose=0,
             warn=False,
         )
-        train_timer, train_logs, stopwatch = TrainTimer(), TrainLogs(), Stopwatch()
+        train_timer, train_logs, train_episodes, stopwatch = TrainTimer(), TrainLogs(), TrainEpisodes(), Stopwatch()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            callbacks = [*checkpoints, *zoo_callbacks, *([eval_callback] if main else []), train_timer, train_logs, stopwatch]
+            callbacks = [
+                *checkpoints,
+                *zoo_callbacks,
+                *([eval_callback] if main else []),
+                train_timer,
+                train_logs,
+                train_episodes,
+                stopwatch,
+            ]
             model.learn(task.budget, callback=callbacks)
         learn_s = stopwatch.seconds()
         sync_envs_normalization(model.get_env(), eval_env)
@@ -394,6 +409,7 @@ def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: flo
         steps_to_threshold=reached[0] if reached else None,
         curve_mean=float(np.mean(means)) if means else None,
         train_logs=train_logs.record(task.budget),
+        train_episodes=train_episodes.record(model.n_steps * model.n_envs),
         learn_seconds=learn_s,
         train_seconds=train_timer.seconds,
         total_seconds=total_s,

@@ -21,10 +21,14 @@ from sb3_xppo.vec_env import VEC_ENV_FACTORIES
 MUJOCO_V5_CONFIG = os.path.join(BENCHMARKS, "zoo_mujoco_v5.yml")
 #: rl-zoo3's RecurrentPPO entries: the partially observed envs (velocities hidden) of the recurrent contenders
 PPO_LSTM_CONFIG = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo_lstm.yml")
+#: the SPO paper's setup (Xie et al. 2025, the authors' MuJoCo code) on the MuJoCo v5 ids: the entries of the
+#: contender ``xppo-paper`` (:mod:`harness.contenders`)
+SPO_PAPER_CONFIG = os.path.join(BENCHMARKS, "spo_paper.yml")
 ENV_CONFIGS = {
     "Hopper-v5": MUJOCO_V5_CONFIG,
     "HalfCheetah-v5": MUJOCO_V5_CONFIG,
     "Walker2d-v5": MUJOCO_V5_CONFIG,
+    "Ant-v5": MUJOCO_V5_CONFIG,
     "CartPoleNoVel-v1": PPO_LSTM_CONFIG,
     "PendulumNoVel-v1": PPO_LSTM_CONFIG,
 }
