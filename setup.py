@@ -37,6 +37,8 @@ setup(
             "mypy>=1.10",
             # tests/test_beta.py checks the Beta distribution against scipy.stats
             "scipy",
+            # tests/test_pickle_fuzz.py: the safe loader's property test
+            "hypothesis>=6.0",
         ],
         "extra": [
             "rl-zoo3>=2.9,<3.0",
@@ -74,6 +76,7 @@ setup(
             "xppo-train=sb3_xppo.train:main",
             "xppo-enjoy=sb3_xppo.enjoy:main",
             "xppo-distill=sb3_xppo.distill:main",
+            "xppo-trust=sb3_xppo.trust:main",
         ]
     },
     license="MIT",

@@ -3,7 +3,6 @@
 import os
 
 from sb3_xppo.common.options import RecurrentXPPOOptions, XPPOOptions
-from sb3_xppo.common.safe_load import UnsafeFileError, load_vec_normalize
 from sb3_xppo.dagger_distill import (
     DaggerCallback,
     DaggerDistiller,
@@ -29,6 +28,8 @@ from sb3_xppo.functional import (
     ppo_actor_loss,
     spo_actor_loss,
 )
+from sb3_xppo.loading.errors import UnsafeFileError
+from sb3_xppo.loading.files import load_vec_normalize
 from sb3_xppo.multi_critic import MultiCriticPolicy, MultiCriticRolloutBuffer, RewardGroups
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO

@@ -54,7 +54,6 @@ from stable_baselines3.common.utils import get_device, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv
 from tqdm.auto import tqdm
 
-from sb3_xppo.common.literals import python_literal
 from sb3_xppo.dagger_distill.actions import action_clipper, agreement_atol
 from sb3_xppo.dagger_distill.checkpoints import load_sb3_model, resolve_algo
 from sb3_xppo.dagger_distill.checks import check_action_spaces, check_feed_forward_teacher, check_teacher_statistics
@@ -64,6 +63,8 @@ from sb3_xppo.dagger_distill.options import LOSSES, DistillOptions, Flag
 from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter, student_optimizer
 from sb3_xppo.dagger_distill.policy_input import PolicyInput, is_maskable, is_recurrent, obs_of
 from sb3_xppo.dagger_distill.teacher_obs import TeacherObs, frozen_vec_normalize, select_space, teacher_obs_keys
+from sb3_xppo.loading.literals import python_literal
+from sb3_xppo.loading.signing import signed_save
 from sb3_xppo.ppo_mask_recurrent import evaluate_policy as evaluate_masked_recurrent
 
 __all__ = ["LOSSES", "distill", "main", "parse_args"]
@@ -84,7 +85,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m sb3_xppo.distill",
         description="Distill an SB3 teacher checkpoint into a student checkpoint with DAgger (no RL).",
     )
-    parser.add_argument("--teacher", required=True, help="teacher checkpoint (.zip)")
+    parser.add_argument(
+        "--teacher",
+        required=True,
+        help="teacher checkpoint (.zip), or an rl-zoo3 run folder (logs/<algo>/<env>_<id>/: its <env>.zip, else its "
+        "best_model.zip)",
+    )
     parser.add_argument("--student", default=None, help="student checkpoint (.zip) to distill into")
     parser.add_argument(
         "--student-algo",
@@ -221,7 +227,8 @@ class TeacherEnv:
         else:
             from sb3_xppo import zoo
 
-            settings = zoo.agent_settings(args.teacher, args.env, saved=not args.no_zoo_config)
+            saved = not args.no_zoo_config
+            settings = zoo.agent_settings(args.teacher, args.env, saved=saved, trust_code=options.trust_code)
             hyperparams = dict(settings.hyperparams)
             if args.env_wrapper is not None:
                 hyperparams["env_wrapper"] = args.env_wrapper
@@ -236,6 +243,23 @@ class TeacherEnv:
     def make_env(self, n_envs: int, seed: int) -> VecEnv:
         """:return: the env as the teacher was trained in, without its normalization (the teacher gets that itself)"""
         return self._make(n_envs, seed)
+
+
+def teacher_checkpoint(teacher: str, env_id: str) -> str:
+    """
+    :param teacher: ``--teacher``: a checkpoint, or an rl-zoo3 run folder (``logs/<algo>/<env>_<id>/``)
+    :param env_id: ``--env``
+    :return: the checkpoint: the file, or the run's final model (``<env>.zip``), else its best (``best_model.zip``)
+    :raises ValueError: for a folder with neither
+    """
+    folder = pathlib.Path(teacher)
+    if not folder.is_dir():
+        return teacher
+    candidates = [folder / f"{env_id.replace('/', '-')}.zip", folder / "best_model.zip"]
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise ValueError(f"--teacher {teacher} is a folder without {' or '.join(p.name for p in candidates)}")
+    return str(found)
 
 
 def _pretrain(distiller: DaggerDistiller, steps: int, epochs: int) -> int:
@@ -265,6 +289,7 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
         raise ValueError("pass --student S.zip (a checkpoint to distill into) or --student-algo ALGO (a fresh student)")
     set_random_seed(args.seed)
     device = get_device(args.device)
+    args.teacher = teacher_checkpoint(args.teacher, args.env)
     teacher = load_sb3_model(args.teacher, options.teacher_algo, device=device, trust_code=options.trust_code)
     check_feed_forward_teacher(teacher.policy)
     teacher_env = TeacherEnv(args, options)
@@ -277,7 +302,7 @@ def distill(args: argparse.Namespace) -> dict[str, float]:
     pretrain_collected = _pretrain(distiller, options.pretrain_steps, args.epochs)
     collected, stats = _dagger(distiller, args)
     student.num_timesteps += collected + pretrain_collected
-    student.save(args.out)
+    signed_save(student.save, args.out)  # the package's file: it loads as SB3 loads it (docs/guide/security.md)
     print(f"saved the student ({type(student).__name__}) to {args.out} after {collected} steps")
     if is_maskable(student.policy):
         print(f"{stats['forbidden_labels']:.1%} of the teacher's labels were actions the masks forbid (not fitted)")

@@ -10,7 +10,10 @@ overrides these defaults (``--env``, ``-f``, ``-n``, ``--no-render``, ``--load-b
 ``--record-video`` also ``-o/--output-folder``).
 
 No code from the agent's files runs (docs/guide/security.md): the model zip, ``vecnormalize.pkl``, ``config.yml``
-and ``args.yml`` are read with an allowlist. ``--trust-code`` loads them as rl-zoo3 does, for files you made or trust.
+and ``args.yml`` are read with an allowlist, and the wrappers the config names are checked before rl-zoo3 imports
+them. ``--trust-code`` loads the pickles as rl-zoo3 does and lets the config name any wrapper, for files you made or
+trust; the YAML is read safely all the same. A refused file ends the command with one line on stderr and exit status
+2 (``--debug``: the traceback).
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import sys
 from collections.abc import Sequence
 
 from sb3_xppo import zoo
+from sb3_xppo.loading.errors import refusals_exit
 
 RECORD_FLAG = "--record-video"
 TRUST_FLAG = "--trust-code"
+DEBUG_FLAG = "--debug"
 
 
 def _record_video() -> None:
@@ -37,10 +42,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ``--record-video``, through rl-zoo3, the package's algorithms registered.
 
     :param argv: command-line arguments (default: ``sys.argv[1:]``)
+    :raises SystemExit: 2, with one line on stderr, for a file refused as unsafe (``--debug``: its traceback)
     """
     from rl_zoo3.enjoy import enjoy
 
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in args
+    args = [arg for arg in args if arg != DEBUG_FLAG]
     command = enjoy
     if RECORD_FLAG in args:
         args.remove(RECORD_FLAG)
@@ -52,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     algo = peek.parse_known_args(args)[0].algo
     # argparse keeps the last value of an option: the user's arguments come after these defaults and win
     defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.default_env(algo), "--folder", "logs"]
-    with zoo.zoo_session([*defaults, *args], training=False, trust_code=trust_code):
+    with refusals_exit(debug), zoo.zoo_session([*defaults, *args], training=False, trust_code=trust_code):
         command()
 
 

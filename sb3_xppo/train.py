@@ -43,6 +43,7 @@ import tempfile
 from collections.abc import Sequence
 
 from sb3_xppo import zoo
+from sb3_xppo.loading.errors import refusals_exit
 from sb3_xppo.zoo import resuming
 
 #: The flag that turns the default progress bar off (rl-zoo3 has only ``-P``/``--progress``, off by default)
@@ -51,6 +52,10 @@ NO_PROGRESS = "--no-progress"
 
 #: The flag that loads a trained agent (``-i``) as SB3 does, running its pickled code (docs/guide/security.md)
 TRUST_CODE = "--trust-code"
+
+
+#: The flag that shows a refusal's traceback (without it: one line on stderr, exit status 2)
+DEBUG = "--debug"
 
 
 #: The flag of a data-parallel run (``python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed``)
@@ -141,10 +146,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     Train with rl-zoo3, the package's algorithms registered; then plot the learning curve of the new run.
 
     :param argv: command-line arguments (default: ``sys.argv[1:]``)
+    :raises SystemExit: 2, with one line on stderr, for a file refused as unsafe (``--debug``: its traceback)
     """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug, args = split_flag(args, DEBUG)
+    with refusals_exit(debug):
+        _train(args)
+
+
+def _train(args: list[str]) -> None:
     from rl_zoo3.train import train
 
-    args = list(sys.argv[1:] if argv is None else argv)
     progress, args = split_progress_arg(args)
     distributed, args = split_flag(args, DISTRIBUTED)
     trust_code, args = split_flag(args, TRUST_CODE)

@@ -19,7 +19,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnvWrapper
 from torch.distributions import Categorical
 
-from sb3_xppo import XPPO, DaggerCallback, MaskableXPPO, RecurrentXPPO, UnsafeFileError, best_action, kl_loss
+from sb3_xppo import XPPO, DaggerCallback, MaskableXPPO, RecurrentXPPO, best_action, kl_loss
 from sb3_xppo.dagger_distill import StudentObsWrapper
 from sb3_xppo.dagger_distill.masks import actions_allowed
 from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter
@@ -106,10 +106,10 @@ def test_loaded_checkpoint_student_with_schedules_logs_and_reloads(tmp_path):
     obs = _cartpole_obs()
     teacher_return = _evaluate(teacher)
     assert _evaluate(student) < 0.95 * teacher_return  # not there yet
-    # the teacher's schedules are lambdas (pickled by value): refused by default, the field named; loaded with trust
-    with pytest.raises(UnsafeFileError, match=r"data\['learning_rate'\] asks for cloudpickle"):
-        DaggerCallback(str(tmp_path / "teacher.zip"))
-    callback = DaggerCallback(str(tmp_path / "teacher.zip"), weight=lambda p: p, beta=lambda p: 0.5 * p, trust_code=True)
+    # the teacher's schedules are lambdas (pickled by value, stock SB3's file: unsigned): it loads to act, each schedule
+    # an inert stand-in, said by a warning naming the field
+    with pytest.warns(UserWarning, match=r"data\['learning_rate'\]: a function pickled by value .*inert stand-in"):
+        callback = DaggerCallback(str(tmp_path / "teacher.zip"), weight=lambda p: p, beta=lambda p: 0.5 * p)
     student.learn(2_048, callback=callback)
     # The return, not the agreement: this teacher's logits nearly tie on many of its states (either action balances)
     assert _evaluate(student) >= 0.95 * teacher_return

@@ -250,11 +250,13 @@ def write_zoo_layout(folder: Path, teacher: PPO, statistics: VecNormalize) -> Pa
 
 
 def test_the_command_evaluates_the_teacher_with_its_statistics(tmp_path):
-    """The final evaluation runs the teacher as it was trained: it balances with its statistics, falls without them."""
+    """The final evaluation runs the teacher as it was trained: it balances with its statistics, falls without them.
+    (The run's config names a wrapper of the user's own, this module's: code, so --trust-code.)"""
     teacher_path = write_zoo_layout(tmp_path / "logs" / "ppo" / "CartPole-v1_1", balancing_teacher(), teacher_statistics())
     returns = {}
     for flag in ([], ["--no-teacher-vec-normalize"]):
         argv = ["--teacher", str(teacher_path), "--student-algo", "ppo", "--env", "CartPole-v1", "--timesteps", "64"]
+        argv += ["--trust-code"]
         argv += ["--out", str(tmp_path / "student.zip"), "--eval-episodes", "2", "--no-progress-bar", *flag]
         returns[bool(flag)] = cli.distill(cli.parse_args(argv))["teacher_return"]
     assert returns[False] == 500 and returns[True] < 50, returns

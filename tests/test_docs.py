@@ -42,6 +42,7 @@ PUBLIC_MODULES = (
     "sb3_xppo.ppo_mask_recurrent",
     "sb3_xppo.core",
     "sb3_xppo.common",
+    "sb3_xppo.loading",
     "sb3_xppo.vec_env",
 )
 OTHER_PUBLIC_NAMES = (
@@ -54,6 +55,7 @@ OTHER_PUBLIC_NAMES = (
     "sb3_xppo.train.main",
     "sb3_xppo.enjoy.main",
     "sb3_xppo.distill.main",
+    "sb3_xppo.trust.main",
 )
 AUTODOC = re.compile(r"^\.\. (auto\w+):: *(\S+)", re.MULTILINE)
 

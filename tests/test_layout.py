@@ -21,6 +21,7 @@ DATA = pathlib.Path(__file__).parent / "data"
 #: sub-package (or top-level module) -> layer; a module may import its own sub-package and lower layers only
 LAYERS = {
     "functional": 0,
+    "loading": 0,
     "common": 1,
     "envs": 1,
     "vec_env": 1,
@@ -36,6 +37,7 @@ LAYERS = {
     "train": 7,
     "enjoy": 7,
     "distill": 7,
+    "trust": 7,
     "__init__": 8,
 }
 

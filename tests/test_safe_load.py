@@ -6,17 +6,13 @@ bit for bit; trust_code loads a user's own lambda schedule.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
-import os
 import pathlib
 import pickle
 import re
 import subprocess
 import sys
 import warnings
-import zipfile
 from collections import OrderedDict
 
 import cloudpickle
@@ -25,6 +21,7 @@ import pytest
 import torch as th
 import yaml
 from gymnasium import spaces
+from hostile import RunsCommand, refused_by_command, rewrite_data, serialized, unsigned, zoo_folder
 from rl_zoo3.utils import linear_schedule
 from sb3_contrib import ARS, QRDQN, TQC, TRPO, CrossQ, MaskablePPO, RecurrentPPO
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
@@ -46,9 +43,10 @@ from sb3_xppo import (
     load_model,
     load_vec_normalize,
 )
-from sb3_xppo.common.literals import python_literal
-from sb3_xppo.common.safe_load import load_pickle, restricted_loads
-from sb3_xppo.common.zoo_files import load_zoo_yaml, saved_hyperparams
+from sb3_xppo.loading.files import load_pickle
+from sb3_xppo.loading.literals import python_literal
+from sb3_xppo.loading.unpickler import restricted_loads
+from sb3_xppo.loading.zoo_files import load_zoo_yaml, saved_hyperparams
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -61,34 +59,6 @@ def small() -> dict:
 # ---------------------------------------------------------------------------------------------------------------------
 # Hostile files: each payload, if it ran, would create the sentinel file
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-class RunsCommand:
-    """Unpickled, it runs ``touch sentinel`` (os.system, or subprocess.call with ``via_subprocess``)."""
-
-    def __init__(self, sentinel: pathlib.Path, via_subprocess: bool = False) -> None:
-        self.sentinel, self.via_subprocess = str(sentinel), via_subprocess
-
-    def __reduce__(self):
-        if self.via_subprocess:
-            return subprocess.call, (["touch", self.sentinel],)
-        return os.system, (f"touch '{self.sentinel}'",)
-
-
-def serialized(value) -> dict:
-    """A ``data`` field as SB3 writes one it cannot put in JSON."""
-    return {":type:": "<class 'object'>", ":serialized:": base64.b64encode(cloudpickle.dumps(value)).decode()}
-
-
-def rewrite_data(source: pathlib.Path, target: pathlib.Path, **fields) -> pathlib.Path:
-    """A copy of a model zip with ``data``'s fields replaced."""
-    with zipfile.ZipFile(source) as archive, zipfile.ZipFile(target, "w") as out:
-        for info in archive.infolist():
-            content = archive.read(info)
-            if info.filename == "data":
-                content = json.dumps({**json.loads(content), **fields}).encode()
-            out.writestr(info, content)
-    return target
 
 
 @pytest.fixture(scope="module")
@@ -182,15 +152,6 @@ def test_a_hostile_vec_normalize_pickle(tmp_path):
     assert sentinel.exists()
 
 
-def zoo_folder(root: pathlib.Path, env_id: str = "CartPole-v1", **files: str) -> pathlib.Path:
-    """rl-zoo3's run folder: ``<root>/ppo/<env>_1/<env>/`` holding the given files."""
-    folder = root / "ppo" / f"{env_id}_1" / env_id
-    folder.mkdir(parents=True)
-    for name, text in files.items():
-        (folder / name.replace("_yml", ".yml")).write_text(text)
-    return folder
-
-
 def test_hostile_yaml_and_normalize(tmp_path):
     sentinel = tmp_path / "ran"
     tag = f"!!python/object/apply:os.system [\"touch '{sentinel}'\"]"
@@ -243,25 +204,27 @@ def test_a_hostile_zoo_folder_for_the_command(ppo_zip, tmp_path):
     assert not sentinel.exists()
 
 
-def test_enjoy_and_train_continue_refuse_a_hostile_agent(ppo_zip, tmp_path, monkeypatch):
+def test_enjoy_and_train_continue_refuse_a_hostile_agent(ppo_zip, tmp_path, monkeypatch, capsys):
     """rl-zoo3's enjoy (through ``python -m sb3_xppo.enjoy``) and ``train -i`` load the agent safely (enjoy replaces
-    learning_rate, lr_schedule and clip_range with custom_objects: those fields it never reads at all)."""
+    learning_rate, lr_schedule and clip_range with custom_objects: those fields it never reads at all); a refusal is
+    one line and exit status 2."""
     from sb3_xppo import enjoy, train
 
     monkeypatch.chdir(tmp_path)
     sentinel = tmp_path / "ran"
     folder = zoo_folder(tmp_path / "logs")
     evil = rewrite_data(ppo_zip, folder.parent / "CartPole-v1.zip", policy_kwargs=serialized(RunsCommand(sentinel)))
-    with pytest.raises(UnsafeFileError, match=r"data\['policy_kwargs'\] asks for posix\.system"):
-        enjoy.main(["--algo", "ppo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "5"])
-    with pytest.raises(UnsafeFileError, match=r"data\['policy_kwargs'\] asks for posix\.system"):
-        train.main(["--algo", "ppo", "--env", "CartPole-v1", "-i", str(evil), "-n", "64", "--no-progress", "-f", "out"])
+    watch = ["--algo", "ppo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "5"]
+    refused_by_command(capsys, enjoy.main, watch, r"data\['policy_kwargs'\] asks for posix\.system.*--trust-code")
+    go_on = ["--algo", "ppo", "--env", "CartPole-v1", "-i", str(evil), "-n", "64", "--no-progress", "-f", "out"]
+    refused_by_command(capsys, train.main, go_on, r"data\['policy_kwargs'\] asks for posix\.system")
+    with pytest.raises(UnsafeFileError):  # --debug: the traceback, the error itself
+        enjoy.main([*watch, "--debug"])
     assert not sentinel.exists()
     (folder / "vecnormalize.pkl").write_bytes(pickle.dumps(RunsCommand(sentinel)))
     (folder / "config.yml").write_text("normalize: true\n")
     rewrite_data(ppo_zip, folder.parent / "CartPole-v1.zip")  # a benign agent, its statistics hostile
-    with pytest.raises(UnsafeFileError, match=r"vecnormalize\.pkl asks for posix\.system"):
-        enjoy.main(["--algo", "ppo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "5"])
+    refused_by_command(capsys, enjoy.main, watch, r"vecnormalize\.pkl asks for posix\.system")
     assert not sentinel.exists()
 
 
@@ -269,7 +232,7 @@ class OwnActivation(th.nn.ReLU):
     """A user's own class in policy_kwargs: named by reference, outside the allowlist."""
 
 
-def test_enjoy_with_trust_code_loads_a_users_own_class(tmp_path, monkeypatch):
+def test_enjoy_with_trust_code_loads_a_users_own_class(tmp_path, monkeypatch, capsys):
     from sb3_xppo import enjoy
 
     monkeypatch.chdir(tmp_path)
@@ -278,8 +241,7 @@ def test_enjoy_with_trust_code_loads_a_users_own_class(tmp_path, monkeypatch):
     PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, **kwargs).save(folder.parent / "CartPole-v1.zip")
     argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", "logs", "--no-render", "-n", "5"]
     asked = re.escape(f"data['policy_kwargs'] asks for {OwnActivation.__module__}.OwnActivation")
-    with pytest.raises(UnsafeFileError, match=asked):
-        enjoy.main(argv)
+    refused_by_command(capsys, enjoy.main, argv, asked)
     enjoy.main([*argv, "--trust-code"])
 
 
@@ -380,11 +342,13 @@ def test_what_the_libraries_write_loads_safely_and_acts_the_same(name, tmp_path)
         assert np.array_equal(buffer.observations, model.replay_buffer.observations)
 
 
-def test_the_class_is_told_from_the_checkpoint(tmp_path):
-    for cls, make in ((PPO, ZOO["ppo"]), (XPPO, ZOO["xppo"]), (MaskablePPO, ZOO["ppo_mask"]), (SAC, ZOO["sac"])):
-        make().save(tmp_path / "m.zip")
-        assert type(load_model(tmp_path / "m.zip")) is cls
-        assert type(load_model(cls.__name__.lower() if cls is not MaskablePPO else "ppo_mask", tmp_path / "m.zip")) is cls
+@pytest.mark.parametrize("name", sorted(set(ZOO) - {"ppo_dict"}))
+def test_the_class_is_told_from_the_checkpoint(name, tmp_path):
+    """Every SB3 and sb3-contrib algorithm (and the package's), by its rl-zoo3 name: told from the file alone."""
+    model = ZOO[name]()
+    model.save(tmp_path / "m.zip")
+    assert type(load_model(tmp_path / "m.zip")) is type(model)
+    assert type(load_model(name, tmp_path / "m.zip")) is type(model)
     with pytest.raises(TypeError, match="path of the checkpoint"):
         load_model(PPO)
 
@@ -425,29 +389,42 @@ def test_old_checkpoints_in_tests_data(fixture):
         np.testing.assert_allclose(safe.predict(obs, deterministic=True)[0], recorded, rtol=1e-6, atol=1e-8)
 
 
-def test_a_users_lambda_schedule_needs_trust(tmp_path):
-    """The common honest case: the user's own schedule is code pickled by value. Refused, named; loaded with trust."""
+def test_a_users_lambda_schedule(tmp_path):
+    """The common honest case: the user's own schedule is code pickled by value. The user's own file (signed) loads as
+    SB3 loads it; the same file from elsewhere acts with an inert stand-in, and training with it is refused, named."""
     model = XPPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, learning_rate=lambda p: 1e-3 * p, **small())
     model.save(tmp_path / "mine.zip")
-    with pytest.raises(UnsafeFileError, match=r"data\['learning_rate'\] asks for cloudpickle.*lambda"):
-        XPPO.load(tmp_path / "mine.zip")
+    own = XPPO.load(tmp_path / "mine.zip", device="cpu", env=make_vec_env("CartPole-v1"))
+    assert own.learning_rate(0.5) == pytest.approx(5e-4)
+    same_actions(load_model(tmp_path / "mine.zip", device="cpu"), own)
+    own.learn(32)  # the user's own file trains on
+    theirs = unsigned(tmp_path / "mine.zip", tmp_path / "theirs.zip")
+    with pytest.warns(UserWarning, match=r"data\['learning_rate'\]: a function pickled by value \(.*<lambda>\).*inert"):
+        acting = XPPO.load(theirs, device="cpu")
+    same_actions(acting, own)
+    with pytest.raises(
+        UnsafeFileError, match=r"theirs\.zip: data\['learning_rate'\] asks for .*<lambda> \(a function pickled by value"
+    ):
+        acting.learn(32)
     with pytest.raises(UnsafeFileError, match="learning_rate"):
-        load_model(tmp_path / "mine.zip")
-    trusted = XPPO.load(tmp_path / "mine.zip", trust_code=True, device="cpu")
+        load_model(PPO, theirs, device="cpu", env=make_vec_env("CartPole-v1")).learn(64)  # stock SB3: where it calls it
+    trusted = XPPO.load(theirs, trust_code=True, device="cpu")
     assert trusted.learning_rate(0.5) == pytest.approx(5e-4)
-    same_actions(load_model(tmp_path / "mine.zip", trust_code=True, device="cpu"), trusted)
-    # custom_objects replaces the field instead (SB3's way); lr_schedule is then rebuilt from it
-    with pytest.warns(UserWarning, match=r"data\['lr_schedule'\].*rebuilt from learning_rate=0.0001"):
-        assert XPPO.load(tmp_path / "mine.zip", custom_objects={"learning_rate": 1e-4}).lr_schedule(0.5) == 1e-4
+    # custom_objects replaces the field instead (SB3's way); lr_schedule is then rebuilt from it, nothing to say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert XPPO.load(theirs, custom_objects={"learning_rate": 1e-4}).lr_schedule(0.5) == 1e-4
 
 
-def test_an_old_lr_schedule_function_is_rebuilt_from_learning_rate(tmp_path):
-    """Older SB3 pickled lr_schedule (and DQN's exploration_schedule) as closures; the model's setup rebuilds both from
-    the plain values saved beside them, so they are rebuilt, with a warning. A clip_range closure has no such value."""
+def test_old_schedule_closures_are_rebuilt_from_their_numbers(tmp_path):
+    """Older SB3 pickled its schedules as closures (constant_fn, get_linear_fn): each is rebuilt from the numbers in its
+    closure, never run, as the class that replaced it, with a warning naming the field and what it became."""
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, **small())
     model.save(tmp_path / "new.zip")
     old = rewrite_data(tmp_path / "new.zip", tmp_path / "old.zip", lr_schedule=serialized(constant_fn(3e-4)))
-    with pytest.warns(UserWarning, match=r"data\['lr_schedule'\].*rebuilt from learning_rate=0.0003"):
+    with pytest.warns(
+        UserWarning, match=r"data\['lr_schedule'\]: Stable-Baselines3's constant_fn .*ConstantSchedule\(val=0.0003\)"
+    ):
         safe = load_model(PPO, old)
     same_actions(safe, PPO.load(old, device="cpu"))
     assert safe.lr_schedule(0.3) == 3e-4
@@ -457,9 +434,11 @@ def test_an_old_lr_schedule_function_is_rebuilt_from_learning_rate(tmp_path):
     old_dqn = rewrite_data(tmp_path / "dqn.zip", tmp_path / "old_dqn.zip", exploration_schedule=schedule)
     with pytest.warns(UserWarning, match="exploration_schedule"):
         assert load_model(DQN, old_dqn).exploration_schedule(0.95) == pytest.approx(0.525)
-    no_value = rewrite_data(tmp_path / "new.zip", tmp_path / "clip.zip", clip_range=serialized(constant_fn(0.2)))
-    with pytest.raises(UnsafeFileError, match=r"data\['clip_range'\]"):
-        load_model(PPO, no_value)
+    old_clip = rewrite_data(tmp_path / "new.zip", tmp_path / "clip.zip", clip_range=serialized(constant_fn(0.3)))
+    with pytest.warns(
+        UserWarning, match=r"data\['clip_range'\]: Stable-Baselines3's constant_fn .*ConstantSchedule\(val=0\.3\)"
+    ):
+        assert load_model(PPO, old_clip).clip_range(0.5) == 0.3
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -549,8 +528,8 @@ def test_a_zoo_run_is_watched_and_continued_safely(tmp_path, monkeypatch):
     train.main([*common, "-n", "64", *params, "-i", str(run / "CartPole-v1.zip")])
 
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, clip_range=lambda p: 0.2 * p, **small())
-    model.save(tmp_path / "mine.zip")
-    with pytest.raises(UnsafeFileError, match=r"data\['clip_range'\]"):
+    model.save(tmp_path / "mine.zip")  # (stock SB3's save: not signed)
+    with pytest.raises(SystemExit, match="2"):
         train.main([*common, "-n", "64", *params, "-i", str(tmp_path / "mine.zip")])
     train.main([*common, "-n", "64", *params, "-i", str(tmp_path / "mine.zip"), "--trust-code"])
     # the sessions put everything back
@@ -569,6 +548,12 @@ def test_the_commands_loads_by_trust(tmp_path):
     )
     trusting = algorithm_load(XPPO, trust_code=True).__get__(None, XPPO)
     assert trusting(tmp_path / "mine.zip", device="cpu").clip_range(0.5) == pytest.approx(0.1)
-    checking = algorithm_load(PPO, trust_code=False).__get__(None, PPO)
-    with pytest.raises(UnsafeFileError, match=r"data\['clip_range'\]"):
-        checking(tmp_path / "mine.zip")
+    theirs = unsigned(tmp_path / "mine.zip", tmp_path / "theirs.zip")
+    acting = algorithm_load(PPO, trust_code=False).__get__(None, PPO)
+    with pytest.warns(UserWarning, match="inert"):
+        acting(theirs, device="cpu")
+    training = algorithm_load(PPO, trust_code=False, for_training=True).__get__(None, PPO)
+    with pytest.raises(
+        UnsafeFileError, match=r"data\['clip_range'\] asks for .*<lambda> \(a function pickled by value, which training"
+    ):
+        training(theirs)

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 import torch as th
 
-from sb3_xppo.common.safe_load import load_vec_normalize
+from sb3_xppo.loading.files import load_vec_normalize
 from sb3_xppo.train import main as train_main
 from sb3_xppo.zoo.resuming import LATEST, ResumePlan, split_resume_args
 

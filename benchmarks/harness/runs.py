@@ -365,15 +365,8 @@ def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: flo
         train_timer, train_logs, train_episodes, stopwatch = TrainTimer(), TrainLogs(), TrainEpisodes(), Stopwatch()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            callbacks = [
-                *checkpoints,
-                *zoo_callbacks,
-                *([eval_callback] if main else []),
-                train_timer,
-                train_logs,
-                train_episodes,
-                stopwatch,
-            ]
+            evaluation = [eval_callback] if main else []
+            callbacks = [*checkpoints, *zoo_callbacks, *evaluation, train_timer, train_logs, train_episodes, stopwatch]
             model.learn(task.budget, callback=callbacks)
         learn_s = stopwatch.seconds()
         sync_envs_normalization(model.get_env(), eval_env)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch as th
 
-from sb3_xppo.common.literals import python_literal
 from sb3_xppo.common.minibatch_stats import minibatch_means
+from sb3_xppo.loading.literals import python_literal
 
 #: the rule's parameters and their defaults (rsl_rl's: ``desired_kl=0.01``, the factor 1.5, lr in [1e-5, 1e-2])
 ADAPTIVE_KL_DEFAULTS: dict[str, float] = {"target": 0.01, "factor": 1.5, "lr_min": 1e-5, "lr_max": 1e-2}

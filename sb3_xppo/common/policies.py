@@ -21,6 +21,8 @@ set through ``policy_kwargs``:
 
 from __future__ import annotations
 
+import io
+import pathlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -53,6 +55,7 @@ from sb3_xppo.common.distributions import unchecked_distribution
 from sb3_xppo.common.sequences import SequenceBatchingMixin
 from sb3_xppo.common.value_heads import HLGaussConfig, HLGaussValueHead
 from sb3_xppo.common.value_norm import ValueNormalizer
+from sb3_xppo.loading.archive import safe_torch_load
 
 #: the distributions whose ``.distribution`` is a ``Normal`` around the action net's output (gSDE's included)
 GAUSSIAN_DISTRIBUTIONS = (DiagGaussianDistribution, StateDependentNoiseDistribution)
@@ -392,6 +395,30 @@ class XPPOPolicyMixin:
         )
         data.update({key: value for key, value in options.items() if value != POLICY_OPTION_DEFAULTS[key]})
         return data
+
+    @classmethod
+    def load(
+        cls, path: str | pathlib.Path | io.BufferedIOBase, device: th.device | str = "auto", trust_code: bool = False
+    ) -> Any:
+        """
+        SB3's ``BaseModel.load`` of a policy saved with ``policy.save(path)``, safe by default: its pickle is read with
+        the allowlist (:func:`~sb3_xppo.loading.archive.safe_torch_load`) where SB3 reads it with
+        ``torch.load(weights_only=False)``, which would run whatever the file names (SB3 offers no hook for the read,
+        so its four lines are here).
+
+        :param path: the file
+        :param device: the device to load it on
+        :param trust_code: read it as SB3 does, running its code: only for files you made or trust
+        :return: the policy
+        :raises UnsafeFileError: when the file asks for code outside the allowlist
+        """
+        if trust_code:
+            return super().load(path, device)  # type: ignore[misc]
+        device = get_device(device)
+        saved = safe_torch_load(path, map_location=device)
+        policy = cls(**saved["data"])
+        policy.load_state_dict(saved["state_dict"])  # type: ignore[attr-defined]
+        return policy.to(device)  # type: ignore[attr-defined]
 
 
 class XPPOActorCriticPolicy(XPPOPolicyMixin, ActorCriticPolicy):

@@ -6,9 +6,12 @@ hooks registered until ``learn()`` ends removed when it returns or raises.
 
 from typing import Any
 
+from stable_baselines3.common.utils import FloatSchedule
 from torch.utils.hooks import RemovableHandle
 
 from sb3_xppo.common.distributed import DataParallel, SingleProcess
+from sb3_xppo.common.schedules import ClipRangePair
+from sb3_xppo.loading.legacy import refuse_inert
 
 
 class LearnMixin:
@@ -22,13 +25,15 @@ class LearnMixin:
     def learn(self, total_timesteps: int, *args: Any, **kwargs: Any) -> Any:
         """
         The parent's ``learn()``, its ``tb_log_name`` by default the algorithm's name; the hooks registered until it
-        ends are removed when it returns or raises.
+        ends are removed when it returns or raises. A model loaded from someone else's file whose schedule was a
+        function pickled by value (an inert stand-in, docs/guide/security.md) is refused before anything runs.
 
         :param total_timesteps: the number of environment steps to train for
         :param args: the parent's further arguments (``callback``, ``log_interval``, ``tb_log_name``, ...)
         :param kwargs: the parent's keywords
         :return: this model
         """
+        refuse_inert(self, (FloatSchedule, ClipRangePair))  # (a schedule of a file from elsewhere, not loaded)
         if len(args) < 3:  # (callback, log_interval, tb_log_name)
             kwargs.setdefault("tb_log_name", type(self).__name__)
         self._data_parallel.start_learn(self)

@@ -1,6 +1,7 @@
 """
-``load()`` of every XPPO algorithm: safe by default (docs/guide/security.md). The file's pickled fields are decoded
-with the allowlist (:func:`~sb3_xppo.common.safe_load.checked_zip`), then SB3's own ``load()`` builds the model.
+``load()`` of every XPPO algorithm: safe by default (docs/guide/security.md). A file this user's package saved (signed)
+loads as SB3 loads it; any other has its pickled fields decoded with the allowlist
+(:func:`~sb3_xppo.loading.archive.safe_load`), then SB3's own ``load()`` builds the model.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import torch as th
 from stable_baselines3.common.type_aliases import GymEnv
 
-from sb3_xppo.common.safe_load import checked_zip
+from sb3_xppo.loading.archive import safe_load
 
 
 class SafeLoadMixin:
@@ -31,21 +32,25 @@ class SafeLoadMixin:
         **kwargs: Any,
     ) -> Any:
         """
-        SB3's ``load()`` (its parameters, ``custom_objects`` included), safe by default: the pickled fields of the
-        file are read with an allowlist of what SB3, sb3-contrib, rl-zoo3 and this package write, so no code from the
-        file runs; anything else is a :class:`~sb3_xppo.UnsafeFileError` naming the field and the global it asked
-        for. ``lr_schedule`` pickled as a function by an older SB3 is rebuilt from ``learning_rate``, with a warning.
+        SB3's ``load()`` (its parameters, ``custom_objects`` included), safe by default (docs/guide/security.md): a
+        file this user's package saved (it carries the user's signature) loads as SB3 loads it, a lambda schedule and
+        all; any other file has its pickled fields read with an allowlist of what SB3, sb3-contrib, rl-zoo3 and this
+        package write, so no code from it runs. What older stacks wrote is rebuilt (their schedule closures, gym
+        spaces), with a warning; a function pickled by value becomes an inert stand-in, which ``learn()`` refuses;
+        anything else is a :class:`~sb3_xppo.UnsafeFileError` naming every field and the global it asked for.
 
-        :param trust_code: load as Stable-Baselines3 does, running whatever the file's pickles name (a schedule of
-            your own, e.g. a lambda ``learning_rate``): only for files you made or trust
+        :param trust_code: load as Stable-Baselines3 does, running whatever the file's pickles name: only for files
+            you made or trust (``python -m sb3_xppo.trust FILE`` signs such a file once)
         :return: the model
         """
-        source, objects = checked_zip(path, custom_objects, trust_code)
-        return super().load(  # type: ignore[misc]
-            source,
+        load = super().load  # type: ignore[misc]
+        return safe_load(
+            load,
+            path,
+            custom_objects,
+            trust_code,
             env=env,
             device=device,
-            custom_objects=objects,
             print_system_info=print_system_info,
             force_reset=force_reset,
             **kwargs,

@@ -6,14 +6,20 @@ hyperparameters.
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
+import warnings
 from typing import Any
 
 import torch as th
-from sb3_contrib import TRPO, MaskablePPO, RecurrentPPO
+from sb3_contrib import ARS, QRDQN, TQC, TRPO, CrossQ, MaskablePPO, RecurrentPPO
+from sb3_contrib.ars.policies import ARSPolicy
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.crossq.policies import CrossQPolicy
+from sb3_contrib.qrdqn.policies import QRDQNPolicy
+from sb3_contrib.tqc.policies import TQCPolicy
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
@@ -22,8 +28,8 @@ from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 
 from sb3_xppo.common.policies import ActionMaskingMixin
-from sb3_xppo.common.safe_load import checked_data, checked_zip
 from sb3_xppo.core.loading import SafeLoadMixin
+from sb3_xppo.loading.archive import checked_data, safe_load
 from sb3_xppo.ppo_mask import MaskableXPPO
 from sb3_xppo.ppo_mask_recurrent import MaskableRecurrentXPPO
 from sb3_xppo.ppo_recurrent import RecurrentXPPO
@@ -44,6 +50,10 @@ def algorithms() -> dict[str, type[BaseAlgorithm]]:
         ddpg=DDPG,
         dqn=DQN,
         trpo=TRPO,
+        tqc=TQC,
+        qrdqn=QRDQN,
+        ars=ARS,
+        crossq=CrossQ,
         ppo_mask=MaskablePPO,
         ppo_lstm=RecurrentPPO,
         xppo=XPPO,
@@ -76,7 +86,9 @@ def infer_algo(path: str | os.PathLike, trust_code: bool = False) -> type[BaseAl
     :param trust_code: unpickle its fields as SB3 does (default: with the allowlist, no code from the file runs)
     :return: the class to load it with
     """
-    data = checked_data(str(path), trust_code=trust_code)
+    with warnings.catch_warnings():  # (what older stacks wrote is rebuilt with a warning: the load says it)
+        warnings.simplefilter("ignore", UserWarning)
+        data = checked_data(str(path), trust_code=trust_code)
     policy_class = data.get("policy_class")
     known = algorithms()
     # XPPO's variants save their options (before the options object, actor_loss) beside their parent's hyperparameters
@@ -88,10 +100,14 @@ def infer_algo(path: str | os.PathLike, trust_code: bool = False) -> type[BaseAl
             return known["xppo_mask_lstm"]
         if issubclass(policy_class, RecurrentActorCriticPolicy):
             return known["xppo_lstm"] if xppo else RecurrentPPO
+        # sb3-contrib's own policy classes (before SB3's: none subclasses another algorithm's)
+        for policy, algorithm in ((TQCPolicy, TQC), (QRDQNPolicy, QRDQN), (ARSPolicy, ARS), (CrossQPolicy, CrossQ)):
+            if issubclass(policy_class, policy):
+                return algorithm
         if issubclass(policy_class, SACPolicy):
             return SAC
-        if issubclass(policy_class, TD3Policy):
-            return TD3
+        if issubclass(policy_class, TD3Policy):  # DDPG is TD3 with one update per policy update and no target noise
+            return DDPG if data.get("policy_delay") == 1 and data.get("target_noise_clip") == 0.0 else TD3
         if issubclass(policy_class, DQNPolicy):
             return DQN
         if issubclass(policy_class, ActorCriticPolicy):
@@ -127,11 +143,9 @@ def load_sb3_model(
             raise ValueError(f"no SB3 checkpoint at {path}")
         path = f"{path}.zip"
     cls = infer_algo(path, trust_code) if algo is None else resolve_algo(algo)
-    source, objects = checked_zip(str(path), kwargs.pop("custom_objects", None), trust_code)
     # the package's algorithms check in their own load(); checking the checked zip again is a no-op
-    if issubclass(cls, SafeLoadMixin):
-        kwargs["trust_code"] = trust_code
-    return cls.load(source, device=device, custom_objects=objects, **kwargs)
+    load = functools.partial(cls.load, trust_code=trust_code) if issubclass(cls, SafeLoadMixin) else cls.load
+    return safe_load(load, str(path), kwargs.pop("custom_objects", None), trust_code, device=device, **kwargs)
 
 
 def load_model(

@@ -94,7 +94,8 @@ class PolicyAdapter:
     def __init__(self, policy: BasePolicy, obs_keys: ObsKeys = None) -> None:
         if not isinstance(policy, BasePolicy):
             raise TypeError(f"policy must be an SB3 BasePolicy, got {type(policy).__name__}")
-        if not (hasattr(policy, "get_distribution") or hasattr(policy, "actor") or hasattr(policy, "q_net")):
+        heads = ("get_distribution", "actor", "q_net", "quantile_net", "action_net")
+        if not any(hasattr(policy, head) for head in heads):
             raise ValueError(f"{type(policy).__name__} has no action distribution, actor or Q-network to distill")
         #: the wrapped policy; layer names (``student_layer``/``teacher_layer``) are its submodule names
         self.module = policy
@@ -182,7 +183,21 @@ class PolicyAdapter:
         if hasattr(policy, "actor"):  # TD3/DDPG: deterministic actor, tanh output in [-1, 1]
             loc, half = self._affine()
             return Independent(Normal(loc + half * policy.actor(obs), DETERMINISTIC_ACTOR_STD * half), 1)
+        if hasattr(policy, "quantile_net"):  # QR-DQN: Q-values are the quantiles' means (as its _predict takes them)
+            return Categorical(logits=policy.quantile_net(obs).mean(dim=1))
+        if hasattr(policy, "action_net"):  # ARS: a deterministic policy
+            return self._deterministic(policy, obs)
         return Categorical(logits=policy.q_net(obs))  # DQN: softmax over Q-values, mode = greedy action
+
+    def _deterministic(self, policy: BasePolicy, obs: Any) -> Tree:
+        """ARS's policy: its action net's logits (discrete), or a Normal around its action (``DETERMINISTIC_ACTOR_STD``
+        of the half range), in the space's units as its ``predict`` gives them (tanh-squashed: scaled to the bounds)."""
+        output = policy.action_net(policy.extract_features(obs, policy.features_extractor))  # type: ignore[operator]
+        if isinstance(self.action_space, spaces.Discrete):
+            return Categorical(logits=output)
+        loc, half = self._affine()
+        action = loc + half * th.tanh(output) if policy.squash_output else output
+        return Independent(Normal(action, DETERMINISTIC_ACTOR_STD * half), 1)
 
     def _from_sb3(self, dist: SB3Distribution) -> Tree:
         # Subclasses before their parents

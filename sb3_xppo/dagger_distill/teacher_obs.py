@@ -16,8 +16,8 @@ from gymnasium import spaces
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecNormalize
 
-from sb3_xppo.common.safe_load import load_vec_normalize
 from sb3_xppo.dagger_distill.pytree import Tree, tree_map
+from sb3_xppo.loading.files import load_vec_normalize
 
 ObsKeys = str | list[str] | tuple[str, ...] | None
 

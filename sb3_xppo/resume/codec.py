@@ -47,9 +47,17 @@ def encode(state: Any) -> tuple[bytes, bytes]:
 
 
 def decode(text: bytes, npz: bytes) -> Any:
-    """:return: the state :func:`encode` was given (arrays read with ``allow_pickle=False``)"""
+    """
+    :return: the state :func:`encode` was given (arrays read with ``allow_pickle=False``)
+    :raises ValueError: for an array of Python objects (which needs pickle), naming it
+    """
+    arrays = {}
     with np.load(io.BytesIO(npz), allow_pickle=False) as files:
-        arrays = {key: files[key] for key in files.files}
+        for key in files.files:
+            try:
+                arrays[key] = files[key]
+            except ValueError as error:
+                raise ValueError(f"the state's array {key!r} cannot be read without pickle ({error})") from None
 
     def walk(value: Any) -> Any:
         if isinstance(value, list):

@@ -10,6 +10,7 @@ from typing import Any
 
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, VecTransposeImage
 
+from sb3_xppo.loading.gate import check_env_id
 from sb3_xppo.resume.callbacks import restore_callbacks, restore_calls
 from sb3_xppo.resume.envs import reach_envs, replay_envs, restore_vec_normalize
 from sb3_xppo.resume.files import read_latest
@@ -49,8 +50,14 @@ class PendingResume:
         restore_logger(logger, self.logger)
 
 
-def rebuilt_env(state: dict[str, Any]) -> VecEnv:
-    """:return: the run's VecEnv rebuilt from the checkpoint's record, where it is one ``make_vec_env`` builds"""
+def rebuilt_env(state: dict[str, Any], path: Any = "the checkpoint", trust_code: bool = False) -> VecEnv:
+    """
+    :param state: the checkpoint's state
+    :param path: the checkpoint, for errors
+    :param trust_code: let the recorded env id name any module for gymnasium to import
+    :return: the run's VecEnv rebuilt from the checkpoint's record, where it is one ``make_vec_env`` builds
+    :raises UnsafeFileError: for an env id whose module path is outside the allowlist (nothing imported)
+    """
     envs = state["envs"]
     wrappers = [layer["wrapper"] for layer in envs.get("layers", [])]
     if envs["env_id"] is None or envs["vec_env"] not in BACKENDS:
@@ -59,6 +66,7 @@ def rebuilt_env(state: dict[str, Any]) -> VecEnv:
         )
     if set(wrappers) - {VecNormalize.__name__, VecTransposeImage.__name__}:
         raise ValueError(f"resume() cannot rebuild the run's VecEnv wrappers {wrappers}: give the env as env=")
+    check_env_id(envs["env_id"], f"{path}: the env id", trust_code)
     venv = make_vec_env(envs["env_id"], envs["n_envs"], backend=BACKENDS[envs["vec_env"]])
     vec_normalize = state["vec_normalize"]
     if vec_normalize is not None:
@@ -83,11 +91,11 @@ def resume_model(cls: Any, folder: str | os.PathLike, env: Any = None, exact: bo
         path, members, kwargs = read_on_ranks(folder, kwargs)
     else:
         path, members = read_latest(folder)
-    state = read_state(members)
+    state = read_state(members, path)
     if state["algorithm"] != cls.__name__:
         raise ValueError(f"{path} is a checkpoint of {state['algorithm']}: resume it with {state['algorithm']}.resume")
     if env is None:
-        env = rebuilt_env(state)
+        env = rebuilt_env(state, path, kwargs.get("trust_code", False))
     model = cls.load(io.BytesIO(members[MODEL]), env=env, force_reset=False, **kwargs)
     restore_model_state(model, state)
     restore_vec_normalize(model._vec_normalize_env, state["vec_normalize"], exact)

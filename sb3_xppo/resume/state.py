@@ -22,6 +22,7 @@ from stable_baselines3.common.distributions import StateDependentNoiseDistributi
 from sb3_xppo.resume.callbacks import callbacks_state, calls_state
 from sb3_xppo.resume.codec import decode, encode
 from sb3_xppo.resume.envs import envs_state, vec_normalize_state
+from sb3_xppo.resume.files import CorruptCheckpointError
 
 #: the model's counters and rollout position, as SB3 keeps them
 COUNTERS = ("num_timesteps", "_n_updates", "_current_progress_remaining", "_total_timesteps", "_episode_num")
@@ -173,9 +174,25 @@ def restore_logger(logger: Any, state: dict[str, Any] | None) -> None:
     logger.name_to_excluded.update(state["excluded"])
 
 
-def read_state(members: dict[str, bytes]) -> dict[str, Any]:
-    """:return: the state :func:`capture` wrote (no pickle)"""
-    return decode(members[STATE], members[ARRAYS])
+def read_state(members: dict[str, bytes], path: Any = "the checkpoint") -> dict[str, Any]:
+    """
+    :param members: the checkpoint's members
+    :param path: the checkpoint, for errors
+    :return: the state :func:`capture` wrote (no pickle)
+    :raises CorruptCheckpointError: for counters other than the ones the package writes (a checkpoint sets no other
+        attribute of the model)
+    """
+    try:
+        state = decode(members[STATE], members[ARRAYS])
+    except ValueError as error:
+        raise CorruptCheckpointError(f"{path}: {error}") from None
+    counters = state.get("counters")
+    if not isinstance(counters, dict) or set(counters) != set(COUNTERS):
+        names = sorted(counters) if isinstance(counters, dict) else counters
+        raise CorruptCheckpointError(f"{path}: its counters are {names!r}, not the ones the package writes {list(COUNTERS)}")
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in counters.values()):
+        raise CorruptCheckpointError(f"{path}: its counters are not numbers: {counters!r}")
+    return state
 
 
 def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:

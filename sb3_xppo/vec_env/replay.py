@@ -95,7 +95,8 @@ class ActionRecorder(gym.Wrapper):
         beneath = self.recorder_beneath()
         resets_beneath = beneath.resets if beneath is not None else 0
         rng_state = None if seed is not None else self.env.unwrapped.np_random.bit_generator.state
-        observation, info = self.env.reset(seed=seed, options=options)
+        # options only where given, as SB3's DummyVecEnv passes them: many envs' reset() takes a seed and no options
+        observation, info = self.env.reset(seed=seed, **({} if options is None else {"options": options}))
         self.resets += 1
         self.last_observation = observation
         if beneath is not None and beneath.resets == resets_beneath and self.reset_record is not None:

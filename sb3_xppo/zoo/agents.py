@@ -2,7 +2,7 @@
 A trained agent's rl-zoo3 run, read as ``rl_zoo3.enjoy`` reads it, for ``python -m sb3_xppo.distill`` (a teacher
 from ``logs/<algo>/<env>_<id>/``): the settings in ``<env>/`` beside the checkpoint, read without running code
 from them (``config.yml`` and ``args.yml`` with the safe loader, ``normalize`` as a literal:
-:mod:`sb3_xppo.common.zoo_files`, docs/guide/security.md), and the env built by rl-zoo3's own ``create_test_env``.
+:mod:`sb3_xppo.loading.zoo_files`, docs/guide/security.md), and the env built by rl-zoo3's own ``create_test_env``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from rl_zoo3.utils import EnvironmentName, create_test_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
-from sb3_xppo.common.zoo_files import load_zoo_yaml, saved_hyperparams
+from sb3_xppo.loading.zoo_files import load_zoo_yaml, saved_hyperparams
 
 
 class AgentSettings(NamedTuple):
@@ -44,19 +44,20 @@ class AgentSettings(NamedTuple):
         )
 
 
-def agent_settings(model_path: str | os.PathLike, env_id: str, saved: bool = True) -> AgentSettings:
+def agent_settings(model_path: str | os.PathLike, env_id: str, saved: bool = True, trust_code: bool = False) -> AgentSettings:
     """
     :param model_path: the agent's checkpoint (``<log dir>/<env>.zip`` or ``best_model.zip``)
     :param env_id: the env's id
     :param saved: read the run's settings beside the checkpoint (False: none, the bare env)
+    :param trust_code: let its ``config.yml`` name any wrapper (its YAML is read safely all the same)
     :return: the settings (none when there is no ``<log dir>/<env>/`` folder)
     :raises ValueError: for a run that stacks frames, or that normalizes without its ``vecnormalize.pkl``
-    :raises UnsafeFileError: for code in ``config.yml`` or ``args.yml``
+    :raises UnsafeFileError: for code in ``config.yml`` or ``args.yml``, or a wrapper outside the allowlist
     """
     folder = pathlib.Path(model_path).parent / str(EnvironmentName(env_id))
     if not saved or not folder.is_dir():
         return AgentSettings({}, {}, None)
-    hyperparams, _ = saved_hyperparams(str(folder), norm_reward=False, test_mode=True)
+    hyperparams, _ = saved_hyperparams(str(folder), norm_reward=False, test_mode=True, trust_code=trust_code)
     env_kwargs = dict(hyperparams.pop("env_kwargs", None) or {})
     args_file = folder / "args.yml"
     if args_file.is_file():  # the env_kwargs of the training command line replace the config's, as enjoy reads them

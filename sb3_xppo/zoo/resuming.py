@@ -26,7 +26,7 @@ from typing import Any
 
 from stable_baselines3.common.monitor import Monitor
 
-from sb3_xppo.common.zoo_files import load_zoo_yaml
+from sb3_xppo.loading.zoo_files import load_zoo_yaml
 from sb3_xppo.resume import ResumableCheckpoint, checkpoints
 from sb3_xppo.resume.ranks import rank_folder, written_on_ranks
 from sb3_xppo.vec_env.backends import VEC_ENV_CLASSES, recording

@@ -29,6 +29,7 @@ a time, and nothing else that uses rl-zoo3 beside it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -122,10 +123,13 @@ def install_masked_evaluation(patches: Patches) -> None:
         patches.set(maskable, "predict", evaluation.predict_with_masks(maskable.predict, test_envs))
 
 
-def install_safe_loading(patches: Patches, trust_code: bool) -> None:
+def install_safe_loading(patches: Patches, trust_code: bool, training: bool) -> None:
     """
     No code from an agent's files runs while rl-zoo3 loads it, its statistics, replay buffer and settings
-    (:mod:`.loading`); with ``trust_code`` the package's algorithms load as SB3 does, as the stock ones then do.
+    (:mod:`.loading`); with ``trust_code`` the agent's pickles load as SB3 does and its config may name any wrapper,
+    but YAML is read safely all the same.
+
+    :param training: ``train -i``: a function pickled by value in the agent is refused (it would be trained with)
     """
     import rl_zoo3.enjoy
     import rl_zoo3.utils
@@ -133,20 +137,20 @@ def install_safe_loading(patches: Patches, trust_code: bool) -> None:
     import yaml
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from sb3_xppo.common.zoo_files import ZooConfigLoader, saved_hyperparams
+    from sb3_xppo.loading.zoo_files import ZooConfigLoader, saved_hyperparams
 
     for algorithm in set(rl_zoo3.utils.ALGOS.values()):
-        load = loading.algorithm_load(algorithm, trust_code)
+        load = loading.algorithm_load(algorithm, trust_code, for_training=training)
         if load is not None:
             patches.set(algorithm, "load", load)
+    for module in (rl_zoo3.utils, rl_zoo3.enjoy):
+        patches.set(module, "get_saved_hyperparams", functools.partial(saved_hyperparams, trust_code=trust_code))
+    # enjoy and record_video read args.yml with yaml.load(f, Loader=yaml.UnsafeLoader): the loader they find
+    patches.set(yaml, "UnsafeLoader", ZooConfigLoader)
     if trust_code:
         return
     patches.set(VecNormalize, "load", staticmethod(loading.vec_normalize_load))
     patches.set(off_policy, "load_from_pkl", loading.load_from_pkl)
-    for module in (rl_zoo3.utils, rl_zoo3.enjoy):
-        patches.set(module, "get_saved_hyperparams", saved_hyperparams)
-    # enjoy and record_video read args.yml with yaml.load(f, Loader=yaml.UnsafeLoader): the loader they find
-    patches.set(yaml, "UnsafeLoader", ZooConfigLoader)
 
 
 def install_vec_env(
@@ -270,7 +274,7 @@ def zoo_session(
     def session(patches: Patches) -> None:
         install_algorithms(patches)
         install_masked_evaluation(patches)
-        install_safe_loading(patches, trust_code)
+        install_safe_loading(patches, trust_code, training)
         extra = install_vec_env(patches, vec_env, ray_options, distributed) if training else []
         if training:
             install_storage_tables(patches)

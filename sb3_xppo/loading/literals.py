@@ -2,7 +2,7 @@
 Python values written as text (rl-zoo3's ``normalize: "dict(norm_obs=True)"``, ``policy_kwargs`` and
 ``--env-kwargs``), read without executing them: literals, ``dict(key=value, ...)``, and the torch activation and
 optimizer classes that rl-zoo3's configs name (``nn.ReLU``, ``th.nn.Tanh``, ``th.optim.Adam``, ``RMSpropTFLike``),
-each checked against :func:`~sb3_xppo.common.safe_load.allowed_global`. Nothing is ``eval``-ed.
+each checked by the gate (:func:`~sb3_xppo.loading.gate.library_global`). Nothing is ``eval``-ed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 import torch as th
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
-from sb3_xppo.common.safe_load import LITERALS_ONLY, UnsafeFileError, allowed_global
+from sb3_xppo.loading.errors import LITERALS_ONLY, UnsafeFileError
+from sb3_xppo.loading.gate import library_global
 
 #: How rl-zoo3's configs spell torch's namespaces (its ``eval`` sees ``nn`` and ``th``)
 NAMESPACES = {"nn": th.nn, "th.nn": th.nn, "torch.nn": th.nn, "optim": th.optim, "th.optim": th.optim, "torch.optim": th.optim}
@@ -35,9 +36,9 @@ def _class(name: str, field: str) -> Any:
         return RMSpropTFLike
     namespace, _, attr = name.rpartition(".")
     value = getattr(NAMESPACES[namespace], attr, None) if namespace in NAMESPACES else None
-    if not isinstance(value, type):
+    if not isinstance(value, type) or library_global(value.__module__, value.__name__) is None:
         raise UnsafeFileError(field, name, "a name that is not a torch activation or optimizer class", LITERALS_ONLY)
-    return allowed_global(value.__module__, value.__name__, field)
+    return value
 
 
 def _value(node: ast.expr, field: str) -> Any:
