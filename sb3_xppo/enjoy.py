@@ -26,9 +26,23 @@ from collections.abc import Sequence
 from sb3_xppo import zoo
 from sb3_xppo.loading.errors import refusals_exit
 
-RECORD_FLAG = "--record-video"
-TRUST_FLAG = "--trust-code"
-DEBUG_FLAG = "--debug"
+
+def command_parser() -> argparse.ArgumentParser:
+    """:return: the parser of the command's own switches (rl-zoo3 knows none of them), with their help"""
+    parser = argparse.ArgumentParser(prog="python -m sb3_xppo.enjoy", add_help=False, allow_abbrev=False)
+    parser.add_argument(
+        "--record-video", action="store_true", help="record a video with rl-zoo3's record_video instead of watching"
+    )
+    parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="load the agent, its statistics and its config's wrappers as rl-zoo3 does, running their code (YAML is "
+        "read safely all the same); default: no code from them runs",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="a refused input's traceback (default: one line on stderr, exit status 2)"
+    )
+    return parser
 
 
 def _record_video() -> None:
@@ -47,20 +61,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     from rl_zoo3.enjoy import enjoy
 
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = DEBUG_FLAG in args
-    args = [arg for arg in args if arg != DEBUG_FLAG]
-    command = enjoy
-    if RECORD_FLAG in args:
-        args.remove(RECORD_FLAG)
-        command = _record_video
-    trust_code = TRUST_FLAG in args
-    args = [arg for arg in args if arg != TRUST_FLAG]
+    if "-h" in args or "--help" in args:
+        ours = argparse.ArgumentParser(
+            prog="python -m sb3_xppo.enjoy",
+            parents=[command_parser()],
+            add_help=False,
+            usage="%(prog)s [the package's flags] [rl-zoo3's flags]",
+            description=f"rl-zoo3's enjoy with the package's algorithms. Defaults that differ from rl-zoo3's: --algo "
+            f"{zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, --folder logs.",
+        )
+        print(f"{ours.format_help()}\nrl-zoo3's flags:\n\n{zoo.zoo_help(enjoy)}")
+        return
+    flags, args = command_parser().parse_known_args(args)
+    command = _record_video if flags.record_video else enjoy
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--algo", default=zoo.ALGO_NAME)
     algo = peek.parse_known_args(args)[0].algo
     # argparse keeps the last value of an option: the user's arguments come after these defaults and win
     defaults = ["--algo", zoo.ALGO_NAME, "--env", zoo.default_env(algo), "--folder", "logs"]
-    with refusals_exit(debug), zoo.zoo_session([*defaults, *args], training=False, trust_code=trust_code):
+    session = zoo.zoo_session([*defaults, *args], training=False, trust_code=flags.trust_code)
+    with refusals_exit(flags.debug), session:
         command()
 
 

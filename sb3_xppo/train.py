@@ -44,42 +44,33 @@ from collections.abc import Sequence
 
 from sb3_xppo import zoo
 from sb3_xppo.loading.errors import refusals_exit
+from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError
+from sb3_xppo.resume.files import FolderInUseError
 from sb3_xppo.zoo import resuming
 
-#: The flag that turns the default progress bar off (rl-zoo3 has only ``-P``/``--progress``, off by default)
-NO_PROGRESS = "--no-progress"
 
-
-#: The flag that loads a trained agent (``-i``) as SB3 does, running its pickled code (docs/guide/security.md)
-TRUST_CODE = "--trust-code"
-
-
-#: The flag that shows a refusal's traceback (without it: one line on stderr, exit status 2)
-DEBUG = "--debug"
-
-
-#: The flag of a data-parallel run (``python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed``)
-DISTRIBUTED = "--distributed"
-
-
-def split_flag(args: Sequence[str], flag: str) -> tuple[bool, list[str]]:
-    """
-    :param args: the user's command-line arguments
-    :param flag: a flag of this wrapper's own (rl-zoo3 does not know it)
-    :return: whether ``flag`` is given, and the arguments without it
-    """
-    rest = [arg for arg in args if arg != flag]
-    return len(rest) < len(args), rest
-
-
-def split_progress_arg(args: Sequence[str]) -> tuple[bool, list[str]]:
-    """
-    :param args: the user's command-line arguments
-    :return: whether to show rl-zoo3's progress bar (unless ``--no-progress`` is given) and the arguments without
-        ``--no-progress``
-    """
-    off, rest = split_flag(args, NO_PROGRESS)
-    return not off, rest
+def command_parser() -> argparse.ArgumentParser:
+    """:return: the parser of the command's own switches (rl-zoo3 knows none of them), with their help"""
+    parser = argparse.ArgumentParser(prog="python -m sb3_xppo.train", add_help=False, allow_abbrev=False)
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (rl-zoo3's -P/--progress is on by default here)"
+    )
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="train one data-parallel model on the ranks PyTorch's launcher starts "
+        "(python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed ...)",
+    )
+    parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="-i: load the agent, its statistics and replay buffer as rl-zoo3 does, running their code (YAML is read "
+        "safely all the same); default: no code from them runs",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="a refused input's traceback (default: one line on stderr, exit status 2)"
+    )
+    return parser
 
 
 def rank_args(known: argparse.Namespace) -> tuple[list[str], str | None]:
@@ -138,7 +129,7 @@ def _check_resume(plan: resuming.ResumePlan, known: argparse.Namespace, distribu
     plan.log_folder, plan.seed_given = known.log_folder, known.seed is not None
     plan.rank = int(os.environ.get("RANK", 0)) if distributed else 0
     if plan.resume is not None and (known.optimize_hyperparameters or known.trained_agent):
-        raise ValueError("--resume continues a training run: not with -optimize nor -i")
+        raise resuming.ResumeRefused("--resume continues a training run: not with -optimize nor -i")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -146,20 +137,41 @@ def main(argv: Sequence[str] | None = None) -> None:
     Train with rl-zoo3, the package's algorithms registered; then plot the learning curve of the new run.
 
     :param argv: command-line arguments (default: ``sys.argv[1:]``)
-    :raises SystemExit: 2, with one line on stderr, for a file refused as unsafe (``--debug``: its traceback)
+    :raises SystemExit: 2, with one line on stderr, for a refused input: a file refused as unsafe, a ``--resume`` that
+        cannot go on (no run, a corrupt checkpoint, a command that is not the run's, a folder another process writes);
+        ``--debug``: the traceback instead
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    debug, args = split_flag(args, DEBUG)
-    with refusals_exit(debug):
-        _train(args)
+    if "-h" in args or "--help" in args:
+        print(help_text())
+        return
+    flags, args = command_parser().parse_known_args(args)
+    refused = (resuming.ResumeRefused, CorruptCheckpointError, FolderInUseError, ReplayMismatchError)
+    with refusals_exit(flags.debug, *refused):
+        _train(args, not flags.no_progress, flags.distributed, flags.trust_code)
 
 
-def _train(args: list[str]) -> None:
+def help_text() -> str:
+    """:return: ``--help``: the flags the package adds, each with its default, then rl-zoo3's (its ``--vec-env`` is
+    the package's)"""
+    parents = [command_parser(), resuming.resume_parser(), zoo.vec_envs.vec_env_parser(None), zoo.vec_envs.ray_parser()]
+    ours = argparse.ArgumentParser(
+        prog="python -m sb3_xppo.train",
+        parents=parents,
+        add_help=False,
+        usage="%(prog)s [the package's flags] [rl-zoo3's flags]",
+        description="rl-zoo3's train with the package's algorithms (xppo, xppo_mask, xppo_lstm, xppo_mask_lstm). "
+        f"Defaults that differ from rl-zoo3's: --algo {zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, "
+        "--conf-file the packaged zoo_configs/<algo>.yml for the package's algorithms, and a progress bar.",
+    )
     from rl_zoo3.train import train
 
-    progress, args = split_progress_arg(args)
-    distributed, args = split_flag(args, DISTRIBUTED)
-    trust_code, args = split_flag(args, TRUST_CODE)
+    return f"{ours.format_help()}\nrl-zoo3's flags:\n\n{zoo.zoo_help(train, '--vec-env')}"
+
+
+def _train(args: list[str], progress: bool, distributed: bool, trust_code: bool) -> None:
+    from rl_zoo3.train import train
+
     vec_env, args = zoo.split_vec_env_arg(args, default=None)  # None: the entry's vec_env key, else lean
     ray_options, args = zoo.split_ray_args(args)
     plan, args = resuming.split_resume_args(args)

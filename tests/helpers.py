@@ -165,9 +165,14 @@ def page_blocks(path: Path, language: str) -> list[tuple[str, str]]:
 
 
 def shell_commands_of(blocks: list[tuple[str, str]]) -> list[str]:
-    """:return: the commands of bash blocks, continuation lines joined, comments dropped, ``&&`` chains split"""
+    """
+    :return: the commands of bash blocks, continuation lines joined, comments dropped, ``&&`` chains split; a script
+        (a block that starts with ``#!``) is run by its own test, not parsed as commands
+    """
     commands = []
     for _, code in blocks:
+        if code.lstrip().startswith("#!"):
+            continue
         for line in code.replace("\\\n", " ").splitlines():
             line = line.split(" #")[0].strip()
             if line and not line.startswith("#"):

@@ -1,7 +1,7 @@
 """
 Resumable checkpoints (docs/guide/resume.md), in one process: a resumed run ends where the uninterrupted one does,
 bit for bit (and with ``exact=False`` does not: the negative control); an env that does not replay exactly is named
-with its step; a corrupt or truncated checkpoint is refused naming the previous good one, which resumes; the state is
+with its step; a corrupt or truncated newest checkpoint is skipped, named, for the newest that verifies; the state is
 written without pickle; bad arguments are refused by name. The SIGKILL tests are in tests/test_resume_kill.py.
 """
 
@@ -115,7 +115,7 @@ def test_an_env_that_does_not_replay_is_named_and_exact_false_resumes(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_a_corrupt_checkpoint_is_refused_naming_the_previous_good_one(run, tmp_path, damage):
+def test_a_corrupt_newest_checkpoint_is_skipped_naming_it(run, tmp_path, damage):
     model, folder = run
     for path in checkpoints(folder)[:2]:
         (tmp_path / path.name).write_bytes(path.read_bytes())
@@ -126,18 +126,21 @@ def test_a_corrupt_checkpoint_is_refused_naming_the_previous_good_one(run, tmp_p
     else:
         data = data[: len(data) // 2]
     newest.write_bytes(bytes(data))
-    with pytest.raises(
-        CorruptCheckpointError, match=f"{newest.name} is (truncated or )?corrupt.*previous good checkpoint is .*{older.name}"
+    with pytest.warns(
+        UserWarning,
+        match=f"skipped 1 newer checkpoint.*{newest.name} is (truncated or )?corrupt.*going on from .*{older.name}",
     ):
-        XPPO.resume(tmp_path, env=cartpole())
-    resumed = XPPO.resume(older, env=cartpole())
+        resumed = XPPO.resume(tmp_path, env=cartpole())
     assert same(resumed.learn(TOTAL, callback=ResumableCheckpoint(tmp_path / "again")), model)
+    older.write_bytes(older.read_bytes()[:100])  # none verifies: each named
+    with pytest.raises(CorruptCheckpointError, match=f"no checkpoint of .* verifies: .*{newest.name}.*{older.name}"):
+        XPPO.resume(tmp_path, env=cartpole())
 
 
 def test_writes_are_atomic_and_the_newest_are_kept(tmp_path):
     (tmp_path / ".resume-000000000001.ckpt.tmp").write_bytes(b"half a write")  # what a crash leaves
     XPPO("MlpPolicy", cartpole(), **SMALL).learn(TOTAL, callback=ResumableCheckpoint(tmp_path, every_rollouts=2, keep=2))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume-000000000128.ckpt", "resume-000000000064.ckpt"][::-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "resume-000000000064.ckpt", "resume-000000000128.ckpt"]
     members = read_checkpoint(tmp_path / "resume-000000000128.ckpt")
     assert set(members) == {"model.zip", "state.json", "arrays.npz"}
     with zipfile.ZipFile(tmp_path / "resume-000000000128.ckpt") as archive:

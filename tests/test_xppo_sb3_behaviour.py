@@ -68,6 +68,11 @@ def test_warnings_and_small_batches():
         XPPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=63)
     with pytest.warns(UserWarning, match="there will be a truncated mini-batch of size 1"):
         XPPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2), n_steps=64, batch_size=127)
+    # PPO's recommendation of the CPU for an MLP policy on the GPU, for XPPO's own MlpPolicy class
+    model = XPPO("MlpPolicy", "Pendulum-v1")
+    model.device = th.device("cuda")  # (as SB3's test pretends)
+    with pytest.warns(UserWarning, match=r"You are trying to run XPPO on the GPU.*using XPPOActorCriticPolicy"):
+        model._maybe_recommend_cpu()
 
 
 # --- test_gae.py -----------------------------------------------------------------------------------------------------

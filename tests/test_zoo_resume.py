@@ -9,6 +9,7 @@ TensorBoard steps of an uninterrupted run; so does a ``--distributed`` run on 2 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import pathlib
@@ -24,8 +25,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch as th
+from helpers import ROOT, page_blocks
+from hostile import refused_by_command
 
 from sb3_xppo.loading.files import load_vec_normalize
+from sb3_xppo.loading.zoo_files import load_zoo_yaml
 from sb3_xppo.train import main as train_main
 from sb3_xppo.zoo.resuming import LATEST, ResumePlan, split_resume_args
 
@@ -88,8 +92,8 @@ def wait_for_progress(process: subprocess.Popen, folder: pathlib.Path, past: lis
         time.sleep(0.01)
 
 
-def outcome(folder: pathlib.Path) -> dict[str, Any]:
-    run = folder / "logs" / RUN
+def outcome(folder: pathlib.Path, logs: str = "logs") -> dict[str, Any]:
+    run = folder / logs / RUN
     with zipfile.ZipFile(run / "CartPole-v1.zip") as archive:
         policy = th.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
         adam = th.load(io.BytesIO(archive.read("policy.optimizer.pth")), weights_only=True)
@@ -184,26 +188,66 @@ def test_a_run_on_two_ranks_stopped_by_sigterm_resumes_bit_for_bit(uninterrupted
     assert_same_outcome(outcome(tmp_path), outcome(uninterrupted_on_ranks))
 
 
-def test_resume_refuses_a_command_that_is_not_the_runs(tmp_path):
+def slurm_script() -> str:
+    """:return: resume.md's batch script, as it is written there"""
+    scripts = [code for _, code in page_blocks(ROOT / "docs" / "guide" / "resume.md", "bash") if "#SBATCH" in code]
+    assert len(scripts) == 1
+    return scripts[0]
+
+
+@pytest.mark.slow
+def test_the_documented_slurm_script_passes_term_on_and_its_requeued_start_continues(uninterrupted, tmp_path):
+    """resume.md's batch script under bash: TERM to the shell (Slurm's --signal=B:TERM) reaches the run, which writes
+    its checkpoint and exits 0; the requeued start (the same job id) continues its own run, not another one, and ends as
+    the uninterrupted run does, bit for bit."""
+    (tmp_path / "xppo.sbatch").write_text(slurm_script())
+    (tmp_path / "logs-other" / "xppo" / "CartPole-v1_1").mkdir(parents=True)  # another run of the algorithm: not taken
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # (the script's `python`: this one)
+    job = {**os.environ, "SLURM_JOB_NAME": "xppo", "SLURM_JOB_ID": "7", "PATH": path}
+    arguments = [*COMMAND, "-tb", str(tmp_path / "tb")]
+    shell = subprocess.Popen(
+        ["bash", "xppo.sbatch", *arguments], cwd=tmp_path, env=job, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    run = tmp_path / "logs" / "xppo-7" / RUN
+    deadline = time.monotonic() + 120
+    while not list((run / "resume").glob("resume-*.ckpt")):
+        assert shell.poll() is None and time.monotonic() < deadline, shell.communicate()[0][-3000:]
+        time.sleep(0.01)
+    shell.send_signal(signal.SIGTERM)  # to the batch shell only
+    output, _ = shell.communicate(timeout=120)
+    assert shell.returncode == 0, output[-3000:]
+    assert "SIGTERM: stopped at a rollout boundary" in output and not (run / "CartPole-v1.zip").exists()
+    requeued = subprocess.run(["bash", "xppo.sbatch", *arguments], cwd=tmp_path, env=job, capture_output=True, text=True)
+    assert requeued.returncode == 0, requeued.stdout[-3000:] + requeued.stderr[-3000:]
+    assert f"Resuming logs/xppo-7/{RUN}" in requeued.stdout
+    assert_same_outcome(outcome(tmp_path, "logs/xppo-7"), outcome(uninterrupted))
+
+
+def test_resume_refuses_a_command_that_is_not_the_runs(tmp_path, capsys):
+    """A changed hyperparameter, or another --seed than the run's: one line naming each, exit status 2."""
     run = ["--env", "CartPole-v1", "-n", "512", "--eval-freq", "-1", "--checkpoint-rollouts", "1", "--no-progress"]
-    train_main([*run, "--verbose", "0", "-f", str(tmp_path)])
+    train_main([*run, "--verbose", "0", "-f", str(tmp_path), "--seed", "3"])
     other = [*run, "--verbose", "0", "-f", str(tmp_path), "--resume"]
     other[other.index("512")] = "1024"
-    with pytest.raises(ValueError, match=r"not the run's .*n_timesteps: 512 then, 1024 now"):
-        train_main(other)
+    refused_by_command(capsys, train_main, other, r"not the run's .*n_timesteps: 512 then, 1024 now")
+    seeded = [*run, "--verbose", "0", "-f", str(tmp_path), "--resume", "--seed", "4"]
+    refused_by_command(capsys, train_main, seeded, r"not the run's .*seed: 3 then, 4 now")
+    args = load_zoo_yaml(tmp_path / "xppo" / "CartPole-v1_1" / "CartPole-v1" / "args.yml")
+    assert args["seed"] == 3  # (not rewritten by the refused command)
+    with pytest.raises(ValueError, match="seed: 3 then, 4 now"):  # --debug: the error itself, with its traceback
+        train_main([*seeded, "--debug"])
 
 
-def test_resume_names_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no run of xppo on CartPole-v1"):
-        train_main(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"])
+def test_resume_names_what_is_missing(tmp_path, capsys):
+    refused = functools.partial(refused_by_command, capsys, train_main)
+    refused(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"], "no run of xppo on CartPole-v1")
     (tmp_path / "xppo" / "CartPole-v1_1").mkdir(parents=True)
-    with pytest.raises(FileNotFoundError, match="has no resumable checkpoint"):
-        train_main(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"])
-    with pytest.raises(FileNotFoundError, match="is not a folder"):
-        train_main(["--env", "CartPole-v1", "--resume", str(tmp_path / "nowhere")])
+    refused(["--env", "CartPole-v1", "-f", str(tmp_path), "--resume"], "has no resumable checkpoint")
+    refused(["--env", "CartPole-v1", "--resume", str(tmp_path / "nowhere")], "is neither a run folder nor a checkpoint")
+    (tmp_path / "notes.txt").write_text("")
+    refused(["--env", "CartPole-v1", "--resume", str(tmp_path / "notes.txt")], "is not a checkpoint of a run")
     for flag in (["-optimize"], ["-i", "agent.zip"]):
-        with pytest.raises(ValueError, match="not with -optimize nor -i"):
-            train_main(["--env", "CartPole-v1", "-f", str(tmp_path), *flag, "--resume"])
+        refused(["--env", "CartPole-v1", "-f", str(tmp_path), *flag, "--resume"], "not with -optimize nor -i")
 
 
 def test_resume_arguments():

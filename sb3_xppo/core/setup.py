@@ -136,6 +136,12 @@ class XPPOSetupMixin(ModelSetupMixin, LossHooksMixin, EnvWrappingMixin, LearnMix
         if _init_setup_model:
             self._setup_model()
 
+    def _maybe_recommend_cpu(self, mlp_class_name: str = "ActorCriticPolicy") -> None:
+        # SB3's recommendation of the CPU for an MLP policy: the package's MlpPolicy is a class of its own
+        own = self.policy_aliases.get("MlpPolicy")  # type: ignore[attr-defined]
+        mlp_class_name = own.__name__ if own is not None and self.policy_class is own else mlp_class_name  # type: ignore[attr-defined]
+        super()._maybe_recommend_cpu(mlp_class_name)  # type: ignore[misc]
+
     @classmethod
     def check_keywords(
         cls, env: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: XPPOOptions | None = None

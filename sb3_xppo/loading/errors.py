@@ -90,18 +90,23 @@ class UnreadableFileError(ValueError):
     argument): nothing of it was used. The message names the file and the field."""
 
 
+#: What a command refuses as bad input (a file it will not load) rather than fails on
+REFUSALS: tuple[type[Exception], ...] = (UnsafeFileError, FileTooLargeError, UnreadableFileError)
+
+
 @contextlib.contextmanager
-def refusals_exit(debug: bool = False) -> Iterator[None]:
+def refusals_exit(debug: bool = False, *kinds: type[Exception]) -> Iterator[None]:
     """
-    A command's refusal of a file: one line on stderr and exit status 2 (argparse's status for bad input), no
+    A command's refusal of its input: one line on stderr and exit status 2 (argparse's status for bad input), no
     traceback unless ``debug``.
 
     :param debug: re-raise, with the traceback (the commands' ``--debug``)
-    :raises SystemExit: 2, for an :class:`UnsafeFileError`, :class:`FileTooLargeError` or :class:`UnreadableFileError`
+    :param kinds: the command's own refusals, besides :data:`REFUSALS` (a file refused as unsafe)
+    :raises SystemExit: 2, for one of those
     """
     try:
         yield
-    except (UnsafeFileError, FileTooLargeError, UnreadableFileError) as error:
+    except (*REFUSALS, *kinds) as error:
         if debug:
             raise
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)

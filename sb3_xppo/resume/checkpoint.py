@@ -10,7 +10,9 @@ ones after it once; put it first (the zoo path does).
 
 Where checkpoints are written does not change the run: writing one reads the state and draws no random number. So
 the interval may be a count of rollouts or a wall-clock time, and a SIGTERM (a scheduler's preemption) may ask for
-one at the next boundary, after which ``learn()`` stops.
+one at the next boundary, after which ``learn()`` stops. Nor does a write that fails (a full disk): it is said, once
+per failure, and training goes on, the older checkpoints kept. One process writes a folder while ``learn()`` runs
+(:class:`~sb3_xppo.resume.files.FolderLock`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import pathlib
 import signal
 import threading
 import time
+import warnings
 from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
 from sb3_xppo.resume.callbacks import flattened
 from sb3_xppo.resume.envs import reach_envs
-from sb3_xppo.resume.ranks import any_rank, check_keep, shared_folder, write_rank_checkpoint
+from sb3_xppo.resume.files import FolderLock
+from sb3_xppo.resume.ranks import any_rank, check_keep, shared_folder, write_folder, write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
 
@@ -85,16 +89,22 @@ class ResumableCheckpoint(BaseCallback):
         self._sigterm = False
         self._previous_handler: Any = None
         self._last_write = time.monotonic()
+        #: failed writes since the last good one, and when that was (or ``learn()`` started)
+        self.failed_writes, self._last_good = 0, time.monotonic()
+        self._lock: FolderLock | None = None
 
     def _on_training_start(self) -> None:
         check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
         self.folder = shared_folder(self.model, self.folder)
+        self._lock = FolderLock(write_folder(self.model, self.folder))
+        self._lock.acquire()  # (a second writer of the folder: FolderInUseError, before anything is written)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
         for callback in flattened(self._root):  # (evaluation envs of your own, before their first reset)
             if isinstance(callback, EvalCallback):
                 reach_envs(callback.eval_env)
         self._last_write, self.preempted, self._sigterm = time.monotonic(), False, False
+        self.failed_writes, self._last_good = 0, time.monotonic()
         if self.stop_on_sigterm and threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -129,19 +139,47 @@ class ResumableCheckpoint(BaseCallback):
         if self._previous_handler is not None:
             signal.signal(signal.SIGTERM, self._previous_handler)
             self._previous_handler = None
+        if self._lock is not None:
+            self._lock.release()
 
-    def write(self) -> pathlib.Path:
-        """Write a checkpoint now (at a rollout boundary). :return: its path"""
+    def write(self) -> pathlib.Path | None:
+        """
+        Write a checkpoint now (at a rollout boundary). A write that fails (a full disk, a file-size limit) is said in
+        a warning naming the folder and the reason, and training goes on, the older checkpoints kept; when none could
+        be written for longer than the interval (or 10 minutes), the model's log says so too.
+
+        :return: its path (None: the write failed)
+        """
         self.rollouts -= 1  # (saved as before this boundary's event, which a resumed run fires again)
         try:
             members = capture(self.model, self._root)
         finally:
             self.rollouts += 1
-        self.last_path = write_rank_checkpoint(self.model, self.folder, members, self.keep)
         self._last_write = time.monotonic()
+        try:
+            path = write_rank_checkpoint(self.model, self.folder, members, self.keep)
+        except OSError as error:
+            self._failed(error)
+            return None
+        self.last_path, self.failed_writes, self._last_good = path, 0, time.monotonic()
         if self.verbose >= 1:
             print(f"ResumableCheckpoint: wrote {self.last_path}")
         return self.last_path
+
+    def _failed(self, error: OSError) -> None:
+        self.failed_writes += 1
+        kept = f"the newest kept is {self.last_path}" if self.last_path is not None else "none written yet"
+        warnings.warn(
+            f"ResumableCheckpoint: could not write a checkpoint in {self.folder} ({type(error).__name__}: {error}); "
+            f"training goes on ({kept})",
+            stacklevel=2,
+        )
+        minutes = (time.monotonic() - self._last_good) / 60
+        if minutes > max(10.0, 2 * (self.every_seconds or 0) / 60):
+            self.model.logger.log(
+                f"ResumableCheckpoint: no checkpoint written for {minutes:.0f} minutes ({self.failed_writes} failed "
+                f"writes in {self.folder}): a run stopped now resumes from {self.last_path or 'nothing'}"
+            )
 
     def resumable_state(self) -> dict[str, Any]:
         """:return: the count of rollouts (a checkpoint keeps this callback's state)"""

@@ -121,7 +121,8 @@ def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, A
     """
     Put a VecNormalize's state back (with ``exact=False``, its return accumulators start at zero, as after a reset).
 
-    :raises ValueError: where the checkpoint and the env disagree on having one
+    :raises ValueError: where the checkpoint and the env disagree on having one, or on its settings (each one that
+        differs named, with both values), as the spaces are compared
     """
     if (vec_normalize is None) != (state is None):
         raise ValueError(
@@ -130,6 +131,17 @@ def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, A
         )
     if vec_normalize is None or state is None:
         return
+    saved = state.get("settings", {})
+    differ = [
+        f"{name}: {saved[name]!r} in the checkpoint, {getattr(vec_normalize, name)!r} in the env given"
+        for name in VEC_NORMALIZE_SETTINGS
+        if name in saved and not _same_setting(saved[name], getattr(vec_normalize, name))
+    ]
+    if differ:
+        raise ValueError(
+            "the env given has a VecNormalize of other settings than the run's (" + "; ".join(differ) + "): give "
+            "resume() the env the run was built with"
+        )
     if state["obs_rms"] is not None:
         _restore_rms(vec_normalize.obs_rms, state["obs_rms"])
     _restore_rms(vec_normalize.ret_rms, state["ret_rms"])
@@ -139,6 +151,13 @@ def restore_vec_normalize(vec_normalize: VecNormalize | None, state: dict[str, A
             vec_normalize.old_obs, vec_normalize.old_reward = state["old_obs"], state["old_reward"]
     else:
         vec_normalize.returns = np.zeros(vec_normalize.num_envs)
+
+
+def _same_setting(saved: Any, given: Any) -> bool:
+    """A VecNormalize setting as the checkpoint holds it (numbers, lists of keys) against the env's."""
+    if isinstance(saved, (list, tuple)) or isinstance(given, (list, tuple)):
+        return list(saved or []) == list(given or [])
+    return bool(saved == given)
 
 
 def _stacked_state(stacked: StackedObservations) -> Any:

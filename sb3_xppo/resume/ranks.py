@@ -84,6 +84,12 @@ def shared_folder(model: Any, folder: pathlib.Path) -> pathlib.Path:
     return pathlib.Path(learner.group.broadcast_object(str(folder), "taking rank 0's checkpoint folder"))
 
 
+def write_folder(model: Any, folder: str | os.PathLike) -> pathlib.Path:
+    """:return: where ``model``'s process writes its checkpoints: ``folder``, or this rank's subfolder of it"""
+    learner = learner_of(model)
+    return pathlib.Path(folder) if learner is None else rank_folder(folder, learner.rank)
+
+
 def check_keep(model: Any, keep: int) -> None:
     """
     :raises ValueError: ``keep < 2`` on a data-parallel model (a kill during one rank's write may leave the others one
@@ -118,7 +124,7 @@ def write_rank_checkpoint(model: Any, folder: str | os.PathLike, members: dict[s
         "distributed_timeout": model.options.distributed_timeout,
     }
     members[RANKS] = json.dumps(ranks).encode()
-    return write_checkpoint(rank_folder(folder, learner.rank), name, members, keep)
+    return write_checkpoint(write_folder(model, folder), name, members, keep)
 
 
 def rank_folders(folder: str | os.PathLike) -> list[pathlib.Path]:

@@ -57,6 +57,11 @@ SAME_ARGS = (
 )
 
 
+class ResumeRefused(ValueError):
+    """``--resume`` cannot go on: no run to continue, no checkpoint in it, or a command that is not the run's (each
+    argument that differs named, with both values). The command prints it as one line, exit status 2."""
+
+
 class Preempted(Exception):
     """A SIGTERM stopped the run at a rollout boundary, after its checkpoint was written."""
 
@@ -71,7 +76,7 @@ class Preempted(Exception):
 class ResumePlan:
     """What the command asked of checkpoints (:func:`split_resume_args`), and the run it resumes (:meth:`locate`)."""
 
-    #: None: a new run; :data:`LATEST` or a run folder (or its checkpoint folder) to continue
+    #: None: a new run; :data:`LATEST`, a run folder (or its checkpoint folder) or a checkpoint file to continue
     resume: str | None = None
     minutes: float | None = DEFAULT_MINUTES
     rollouts: int | None = None
@@ -91,13 +96,15 @@ class ResumePlan:
         """
         Find the run to continue and check that it has a checkpoint (this rank's, on ranks).
 
-        :return: its checkpoint folder
-        :raises FileNotFoundError: no run folder, or no checkpoint in it (why named)
+        :return: its checkpoint folder, or the checkpoint file ``--resume`` named
+        :raises ResumeRefused: no run folder, or no checkpoint in it (why named)
         """
         self.run_dir = latest_run(self.log_folder, algo, env_id) if self.resume == LATEST else run_folder(str(self.resume))
+        if os.path.isfile(str(self.resume)):
+            return str(self.resume)
         folder = os.path.join(self.run_dir, CHECKPOINT_FOLDER)
         if not checkpoints(rank_folder(folder, self.rank) if written_on_ranks(folder) else folder):
-            raise FileNotFoundError(
+            raise ResumeRefused(
                 f"--resume: {self.run_dir} has no resumable checkpoint in {folder} (the run ended before its first "
                 "one: it was shorter than --checkpoint-minutes, or ran with --checkpoint-minutes 0)"
             )
@@ -115,23 +122,44 @@ def split_resume_args(args: Sequence[str]) -> tuple[ResumePlan, list[str]]:
     :param args: command-line arguments, with ``--resume [FOLDER]``, ``--checkpoint-minutes M`` and
         ``--checkpoint-rollouts N`` anywhere (``=`` forms too; no abbreviation)
     :return: the plan they give and the arguments without them
-    :raises ValueError: for a negative interval
+    :raises ResumeRefused: for a negative interval, or ``--inexact`` without ``--resume``
     """
-    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
-    parser.add_argument("--resume", nargs="?", const=LATEST, default=None)
-    parser.add_argument("--checkpoint-minutes", type=float, default=DEFAULT_MINUTES)
-    parser.add_argument("--checkpoint-rollouts", type=int, default=None)
-    parser.add_argument("--inexact", action="store_true")
-    known, rest = parser.parse_known_args(list(args))
+    known, rest = resume_parser().parse_known_args(list(args))
     if known.inexact and known.resume is None:
-        raise ValueError("--inexact is an option of --resume (the envs reset afresh instead of replayed)")
+        raise ResumeRefused("--inexact is an option of --resume (the envs reset afresh instead of replayed)")
     if known.checkpoint_minutes < 0 or (known.checkpoint_rollouts is not None and known.checkpoint_rollouts < 1):
-        raise ValueError(
+        raise ResumeRefused(
             f"--checkpoint-minutes must be >= 0 (0: none by time) and --checkpoint-rollouts >= 1, got "
             f"{known.checkpoint_minutes} and {known.checkpoint_rollouts}"
         )
     minutes = known.checkpoint_minutes or None
     return ResumePlan(known.resume, minutes, known.checkpoint_rollouts, exact=not known.inexact), rest
+
+
+def resume_parser() -> argparse.ArgumentParser:
+    """:return: the parser of the checkpoint flags, with their help (``python -m sb3_xppo.train --help``)"""
+    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=LATEST,
+        default=None,
+        metavar="RUN_OR_CHECKPOINT",
+        help="continue a run to its original budget, bit for bit: the latest run of the algorithm and env, or the run "
+        "folder or checkpoint file given; from the newest checkpoint that verifies (default: a new run)",
+    )
+    parser.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        metavar="M",
+        default=DEFAULT_MINUTES,
+        help=f"write a resumable checkpoint every M minutes (default: {DEFAULT_MINUTES:g}; 0: none by time)",
+    )
+    parser.add_argument("--checkpoint-rollouts", type=int, default=None, help="also every N rollouts (default: none by count)")
+    parser.add_argument(
+        "--inexact", action="store_true", help="--resume with the envs reset afresh, where they cannot be replayed"
+    )
+    return parser
 
 
 def _run_number(run_dir: str, env_prefix: str) -> int:
@@ -145,15 +173,24 @@ def latest_run(log_folder: str, algo: str, env_id: str) -> str:
 
     runs = find_run_dirs(log_folder, algo, env_id)
     if not runs:
-        raise FileNotFoundError(f"--resume: no run of {algo} on {env_id} in {os.path.join(log_folder, algo)} to continue")
+        raise ResumeRefused(f"--resume: no run of {algo} on {env_id} in {os.path.join(log_folder, algo)} to continue")
     return max(runs, key=functools.partial(_run_number, env_prefix=str(EnvironmentName(env_id))))
 
 
 def run_folder(path: str) -> str:
-    """:return: the run folder ``path`` names: itself, or the parent of its checkpoint folder"""
+    """
+    :return: the run folder ``path`` names: itself, the parent of its checkpoint folder, or the run of a checkpoint
+        file (``<run>/resume/resume-<step>.ckpt``)
+    :raises ResumeRefused: for a path that is none of those
+    """
     path = os.path.normpath(path)
+    if os.path.isfile(path):
+        folder = os.path.dirname(path)
+        if os.path.basename(folder) != CHECKPOINT_FOLDER or not os.path.basename(path).endswith(".ckpt"):
+            raise ResumeRefused(f"--resume: {path} is not a checkpoint of a run (<run>/{CHECKPOINT_FOLDER}/resume-*.ckpt)")
+        return os.path.dirname(folder)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"--resume: {path} is not a folder")
+        raise ResumeRefused(f"--resume: {path} is neither a run folder nor a checkpoint file")
     return os.path.dirname(path) if os.path.basename(path) == CHECKPOINT_FOLDER else path
 
 
@@ -246,10 +283,11 @@ def schedules_of(model: Any) -> dict[str, Any]:
 
 def check_same_args(path: str, manager: Any, seed_given: bool) -> None:
     """
-    The command must be the run's: its arguments of :data:`SAME_ARGS` equal to the saved ``args.yml``; without
-    ``--seed`` the run's seed is taken (so that the files rl-zoo3 writes again are the run's).
+    The command must be the run's: its arguments of :data:`SAME_ARGS` equal to the saved ``args.yml``, and ``--seed``
+    where given the run's own; without ``--seed`` the run's seed is taken (so that the files rl-zoo3 writes again are
+    the run's).
 
-    :raises ValueError: naming each argument that differs, with both values
+    :raises ResumeRefused: naming each argument that differs, with both values
     """
     try:
         saved = dict(load_zoo_yaml(path))
@@ -259,11 +297,12 @@ def check_same_args(path: str, manager: Any, seed_given: bool) -> None:
     args = vars(manager.args)
     if not seed_given and "seed" in saved:
         args["seed"] = manager.seed = saved["seed"]
+    compared = (*SAME_ARGS, "seed") if seed_given and "seed" in saved else SAME_ARGS
     differ = [
-        f"{name}: {saved[name]!r} then, {args.get(name)!r} now" for name in SAME_ARGS if saved.get(name) != args.get(name)
+        f"{name}: {saved[name]!r} then, {args.get(name)!r} now" for name in compared if saved.get(name) != args.get(name)
     ]
     if differ:
-        raise ValueError(
+        raise ResumeRefused(
             f"--resume: the command is not the run's ({path}); give the run's own arguments. " + "; ".join(differ)
         )
 

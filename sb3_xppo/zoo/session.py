@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -284,6 +285,30 @@ def zoo_session(
 
     with applied(session):
         yield
+
+
+def zoo_help(command: Callable[[], None], *without: str) -> str:
+    """
+    :param command: rl-zoo3's ``train`` or ``enjoy``
+    :param without: options of its to leave out (the package's own replace them, e.g. ``--vec-env``)
+    :return: its ``--help`` text without its usage line, the package's algorithms among its choices, those
+        options' entries left out
+    """
+    buffer = io.StringIO()
+    install_help_argv = functools.partial(install_argv, args=["--help"])
+    with applied(install_algorithms, install_help_argv), contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+        command()
+    text = buffer.getvalue()
+    kept: list[str] = []
+    skipping = False
+    for line in text[text.find("\n\n") + 2 :].splitlines():  # (after its usage block)
+        if line.startswith("  -"):  # (an option's entry starts here; its continuation lines are indented deeper)
+            skipping = any(line.lstrip().startswith(option) for option in without)
+        elif line and not line.startswith(" "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept).strip("\n")
 
 
 def register() -> None:

@@ -47,10 +47,37 @@ def split_vec_env_arg(args: Sequence[str], default: str | None = DEFAULT_VEC_ENV
     :param default: what to return when none is given (None: tell that none was)
     :return: the chosen name (``default`` if none) and the arguments without ``--vec-env``
     """
-    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
-    parser.add_argument("--vec-env", choices=VEC_ENV_CHOICES, default=default)
-    known, rest = parser.parse_known_args(list(args))
+    known, rest = vec_env_parser(default).parse_known_args(list(args))
     return known.vec_env, rest
+
+
+def vec_env_parser(default: str | None = DEFAULT_VEC_ENV) -> argparse.ArgumentParser:
+    """:return: the parser of ``--vec-env`` and the Ray options, with their help (``python -m sb3_xppo.train --help``)"""
+    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
+    parser.add_argument(
+        "--vec-env",
+        choices=VEC_ENV_CHOICES,
+        default=default,
+        help=f"the VecEnv (default: the entry's {VEC_ENV_KEY!r} key, else {DEFAULT_VEC_ENV}: DummyVecEnv's numbers, "
+        "faster); envpool and ray besides rl-zoo3's dummy and subproc",
+    )
+    return parser
+
+
+def ray_parser() -> argparse.ArgumentParser:
+    """:return: the parser of ``--vec-env ray``'s options, with their help"""
+    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
+    parser.add_argument(
+        "--ray-address", dest="address", default=None, help="--vec-env ray: the cluster to join (default: a local Ray)"
+    )
+    parser.add_argument(
+        "--ray-envs-per-actor",
+        dest="envs_per_actor",
+        type=int,
+        default=None,
+        help="--vec-env ray: envs per actor (default: 1)",
+    )
+    return parser
 
 
 def split_ray_args(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
@@ -61,10 +88,7 @@ def split_ray_args(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     :return: the :class:`~sb3_xppo.vec_env.RayVecEnv` keywords they give (``address``, ``envs_per_actor``) and the
         arguments without them
     """
-    parser = argparse.ArgumentParser(prog="sb3_xppo.train", add_help=False, allow_abbrev=False)
-    parser.add_argument("--ray-address", dest="address", default=None)
-    parser.add_argument("--ray-envs-per-actor", dest="envs_per_actor", type=int, default=None)
-    known, rest = parser.parse_known_args(list(args))
+    known, rest = ray_parser().parse_known_args(list(args))
     return {key: value for key, value in vars(known).items() if value is not None}, rest
 
 

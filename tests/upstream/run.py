@@ -35,8 +35,8 @@ def source(suite: Suite) -> pathlib.Path:
     name = f"{suite.module}-{suite.version}.tar.gz"
     path = CACHE / name
     if not path.is_file():
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(CACHE)]
-        subprocess.run([*command, f"{suite.distribution}=={suite.version}"], check=True, stdout=subprocess.DEVNULL)
+        command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(CACHE)]
+        subprocess.run([*command, f"{suite.distribution}=={suite.version}"], check=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != suite.sha256:
         raise SystemExit(f"{path}: SHA-256 {digest}, not the pinned {suite.sha256}")
@@ -64,7 +64,7 @@ def run(name: str, pytest_args: list[str]) -> int:
     if installed != suite.version:
         print(
             f"{suite.distribution} {installed} is installed; the suite is pinned to {suite.version}: update "
-            "tests/upstream/suites.py (version, sha256, files, DESELECTED) for the new release",
+            "tests/upstream/suites.py (version, sha256, files, deselected) for the new release",
             file=sys.stderr,
         )
         return 1
@@ -84,11 +84,12 @@ def run(name: str, pytest_args: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suites", nargs="*", metavar="|".join(SUITES), help="the suites to run (default: every suite)")
-    args, pytest_args = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(ours)
     unknown = set(args.suites) - set(SUITES)
     if unknown:
         parser.error(f"unknown suites {sorted(unknown)}: choose from {list(SUITES)}")
-    pytest_args = [arg for arg in pytest_args if arg != "--"]
     statuses = [run(name, pytest_args) for name in (args.suites or list(SUITES))]
     return max(statuses, default=0)
 
