@@ -107,7 +107,7 @@ def test_sigkill_at_random_moments_then_resume_is_bit_for_bit(config, tmp_path):
         killed += was_killed
         history.append((target, process.exitcode, reports))
         if index == 0:  # killed between the temporary file and the rename: no checkpoint published
-            assert not any(folder.glob("resume-*.ckpt")) and any(folder.glob(".resume-*.ckpt.tmp"))
+            assert not any(folder.glob("resume-*.ckpt")) and any(folder.glob(".resume-*.ckpt.*.tmp"))
     for process, receiver in (start(config, str(folder), str(out)), reference):
         reports = run_until(process, receiver, ROLLOUTS + 1, 0.0)[1]  # (to its end)
         assert process.exitcode == 0 and reports[-1:] == ["DONE"], (process.exitcode, reports)
