@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from sb3_xppo import zoo
 from sb3_xppo.loading.errors import refusals_exit
+from sb3_xppo.zoo.commands import add_safety_flags, command_help
 
 
 def command_parser() -> argparse.ArgumentParser:
@@ -33,15 +34,7 @@ def command_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--record-video", action="store_true", help="record a video with rl-zoo3's record_video instead of watching"
     )
-    parser.add_argument(
-        "--trust-code",
-        action="store_true",
-        help="load the agent, its statistics and its config's wrappers as rl-zoo3 does, running their code (YAML is "
-        "read safely all the same); default: no code from them runs",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help="a refused input's traceback (default: one line on stderr, exit status 2)"
-    )
+    add_safety_flags(parser, "the agent, its statistics and its config's wrappers")
     return parser
 
 
@@ -62,15 +55,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if "-h" in args or "--help" in args:
-        ours = argparse.ArgumentParser(
-            prog="python -m sb3_xppo.enjoy",
-            parents=[command_parser()],
-            add_help=False,
-            usage="%(prog)s [the package's flags] [rl-zoo3's flags]",
-            description=f"rl-zoo3's enjoy with the package's algorithms. Defaults that differ from rl-zoo3's: --algo "
-            f"{zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, --folder logs.",
-        )
-        print(f"{ours.format_help()}\nrl-zoo3's flags:\n\n{zoo.zoo_help(enjoy)}")
+        differ = f"--algo {zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, --folder logs"
+        print(command_help("python -m sb3_xppo.enjoy", [command_parser()], differ, enjoy))
         return
     flags, args = command_parser().parse_known_args(args)
     command = _record_video if flags.record_video else enjoy

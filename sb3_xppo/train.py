@@ -47,6 +47,7 @@ from sb3_xppo.loading.errors import refusals_exit
 from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError
 from sb3_xppo.resume.files import FolderInUseError
 from sb3_xppo.zoo import resuming
+from sb3_xppo.zoo.commands import add_safety_flags, command_help
 
 
 def command_parser() -> argparse.ArgumentParser:
@@ -61,15 +62,7 @@ def command_parser() -> argparse.ArgumentParser:
         help="train one data-parallel model on the ranks PyTorch's launcher starts "
         "(python -m torch.distributed.run --nproc-per-node N -m sb3_xppo.train --distributed ...)",
     )
-    parser.add_argument(
-        "--trust-code",
-        action="store_true",
-        help="-i: load the agent, its statistics and replay buffer as rl-zoo3 does, running their code (YAML is read "
-        "safely all the same); default: no code from them runs",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help="a refused input's traceback (default: one line on stderr, exit status 2)"
-    )
+    add_safety_flags(parser, "-i's agent, its statistics and replay buffer")
     return parser
 
 
@@ -154,19 +147,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 def help_text() -> str:
     """:return: ``--help``: the flags the package adds, each with its default, then rl-zoo3's (its ``--vec-env`` is
     the package's)"""
-    parents = [command_parser(), resuming.resume_parser(), zoo.vec_envs.vec_env_parser(None), zoo.vec_envs.ray_parser()]
-    ours = argparse.ArgumentParser(
-        prog="python -m sb3_xppo.train",
-        parents=parents,
-        add_help=False,
-        usage="%(prog)s [the package's flags] [rl-zoo3's flags]",
-        description="rl-zoo3's train with the package's algorithms (xppo, xppo_mask, xppo_lstm, xppo_mask_lstm). "
-        f"Defaults that differ from rl-zoo3's: --algo {zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, "
-        "--conf-file the packaged zoo_configs/<algo>.yml for the package's algorithms, and a progress bar.",
-    )
     from rl_zoo3.train import train
 
-    return f"{ours.format_help()}\nrl-zoo3's flags:\n\n{zoo.zoo_help(train, '--vec-env')}"
+    parents = [command_parser(), resuming.resume_parser(), zoo.vec_envs.vec_env_parser(None), zoo.vec_envs.ray_parser()]
+    defaults = (
+        f"--algo {zoo.ALGO_NAME}, --env {zoo.default_env(zoo.ALGO_NAME)}, --conf-file the packaged "
+        "zoo_configs/<algo>.yml for the package's algorithms, and a progress bar"
+    )
+    return command_help("python -m sb3_xppo.train", parents, defaults, train, "--vec-env")
 
 
 def _train(args: list[str], progress: bool, distributed: bool, trust_code: bool) -> None:

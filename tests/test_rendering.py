@@ -66,6 +66,7 @@ window.addEventListener("load", () => setTimeout(() => {
   }));
   const out = document.createElement("pre");
   out.id = "MARKER";
+  out.style.display = "none";
   out.textContent = JSON.stringify({tables, images, code, split, page: document.documentElement.scrollWidth,
                                     window: window.innerWidth});
   document.body.appendChild(out);
@@ -89,15 +90,19 @@ def chromium(*args: str) -> str:
     return done.stdout
 
 
-def measure(page: Path, width: int) -> dict:
-    """The page's tables, images and code blocks as laid out at ``width`` pixels (a probing copy beside the page)."""
+def measure(page: Path, width: int, shot: Path | None = None) -> dict:
+    """
+    The page's tables, images and code blocks as laid out at ``width`` pixels (a probing copy beside the page, its
+    findings in a hidden element), and its screenshot into ``shot`` in the same run of the browser.
+    """
     probe = page.with_name(f".{page.stem}.{width}.probe.html")  # one per page and width: xdist runs them at once
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    screenshot = [] if shot is None else [f"--screenshot={shot}"]
     try:
-        dom = chromium(f"--window-size={width},1000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+        dom = chromium(f"--window-size={width},2400", "--virtual-time-budget=10000", *screenshot, "--dump-dom", probe.as_uri())
     finally:
         probe.unlink()
-    found = re.search(rf'<pre id="{MARKER}">(.*?)</pre>', dom, re.DOTALL)
+    found = re.search(rf'<pre id="{MARKER}"[^>]*>(.*?)</pre>', dom, re.DOTALL)
     assert found, f"{page.name}: the probe did not run"
     return json.loads(found[1].replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
 
@@ -112,10 +117,8 @@ def test_page_renders_legibly(page: Path, width: int) -> None:
     needs_browser()
     shot = SCREENSHOTS / f"{page_id(page).replace('/', '_').removesuffix('.html')}_{width}.png"
     shot.parent.mkdir(parents=True, exist_ok=True)
-    chromium(f"--window-size={width},2400", f"--screenshot={shot}", page.as_uri())
+    found = measure(page, width, shot)
     assert shot.is_file() and shot.stat().st_size > 0, "no screenshot"
-
-    found = measure(page, width)
     for table in found["tables"]:
         if table["header"] is not None:
             assert max(table["rows"], default=0) <= table["header"], f"a row wider than its header: {table['text']}"

@@ -77,16 +77,16 @@ def kill(process: subprocess.Popen) -> None:
     process.communicate()
 
 
-def checkpoints(folder: pathlib.Path) -> list[str]:
+def checkpoints(folder: pathlib.Path, logs: str = "logs") -> list[str]:
     """:return: the run's checkpoints (rank 1's, for a run on ranks)"""
-    found = folder / "logs" / RUN / "resume"
+    found = folder / logs / RUN / "resume"
     return sorted(path.name for path in ((found / "rank-1") if (found / "rank-1").is_dir() else found).glob("resume-*.ckpt"))
 
 
-def wait_for_progress(process: subprocess.Popen, folder: pathlib.Path, past: list[str]) -> None:
+def wait_for_progress(process: subprocess.Popen, folder: pathlib.Path, past: list[str], logs: str = "logs") -> None:
     """Until the run has written a checkpoint newer than ``past``'s newest (it is under way again)."""
     deadline = time.monotonic() + 120
-    while not (checkpoints(folder) and (not past or checkpoints(folder)[-1] > past[-1])):
+    while not (checkpoints(folder, logs) and (not past or checkpoints(folder, logs)[-1] > past[-1])):
         assert process.poll() is None, f"the run ended before it was stopped:\n{process.communicate()[0][-3000:]}"
         assert time.monotonic() < deadline, "no checkpoint in 120 s"
         time.sleep(0.01)
@@ -137,27 +137,63 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return folder
 
 
+def slurm_script() -> str:
+    """:return: resume.md's batch script, as it is written there"""
+    scripts = [code for _, code in page_blocks(ROOT / "docs" / "guide" / "resume.md", "bash") if "#SBATCH" in code]
+    assert len(scripts) == 1
+    return scripts[0]
+
+
+#: the Slurm job of the test: its log folder is ``logs/xppo-7`` (the script's ``logs/<job name>-<job id>``)
+JOB, JOB_LOGS = {"SLURM_JOB_NAME": "xppo", "SLURM_JOB_ID": "7"}, "logs/xppo-7"
+
+
+def start_job(folder: pathlib.Path) -> subprocess.Popen:
+    """A start of the job: resume.md's script run by bash, in a session of its own (a SIGKILL takes the whole job)."""
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # (the script's `python`: this one)
+    return subprocess.Popen(
+        ["bash", "xppo.sbatch", *COMMAND, "-tb", str(folder / "tb")],
+        cwd=folder,
+        env={**os.environ, **JOB, "PATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 @pytest.mark.slow
-def test_a_run_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted, tmp_path):
+def test_a_job_stopped_by_sigterm_then_killed_resumes_bit_for_bit(uninterrupted, tmp_path):
+    """
+    The main job under resume.md's Slurm script, run as it is written there: TERM to the batch shell (Slurm's
+    ``--signal=B:TERM``) reaches the run, which writes a checkpoint at the next rollout boundary and exits 0, and so
+    does the shell. Each requeued start continues the job's own run (not another run of the algorithm) and is killed
+    with SIGKILL at 5 random moments; the last one ends as the uninterrupted run does, bit for bit, TensorBoard's run
+    continued.
+    """
+    (tmp_path / "xppo.sbatch").write_text(slurm_script())
+    decoy = tmp_path / "logs" / "xppo" / "CartPole-v1_1"  # another run of the algorithm, where a bare command writes
+    decoy.mkdir(parents=True)
     rng = random.Random(0)
-    process = start(tmp_path)
-    wait_for_progress(process, tmp_path, [])
-    process.send_signal(signal.SIGTERM)  # a scheduler's preemption: a checkpoint at the next boundary, then exit 0
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 0, output[-3000:]
+    shell = start_job(tmp_path)
+    wait_for_progress(shell, tmp_path, [], JOB_LOGS)
+    shell.send_signal(signal.SIGTERM)  # to the batch shell only
+    output, _ = shell.communicate(timeout=120)
+    assert shell.returncode == 0, output[-3000:]
     assert "SIGTERM: stopped at a rollout boundary" in output
-    assert not (tmp_path / "logs" / RUN / "CartPole-v1.zip").exists()  # no final model: the run is not over
+    assert not (tmp_path / JOB_LOGS / RUN / "CartPole-v1.zip").exists()  # no final model: the run is not over
     for _ in range(KILLS):
-        past = checkpoints(tmp_path)
-        process = start(tmp_path, "--resume")
-        wait_for_progress(process, tmp_path, past)
+        past = checkpoints(tmp_path, JOB_LOGS)
+        process = start_job(tmp_path)
+        wait_for_progress(process, tmp_path, past, JOB_LOGS)
         time.sleep(rng.uniform(0, 0.3))
         kill(process)
-    done = subprocess.run(command(tmp_path, "--resume"), cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Resuming" in done.stdout
-    assert_same_outcome(outcome(tmp_path), outcome(uninterrupted))
-    assert sorted(path.name for path in (tmp_path / "logs" / "xppo").iterdir()) == ["CartPole-v1_1"]  # no new run
+    done = start_job(tmp_path)
+    output, _ = done.communicate(timeout=300)
+    assert done.returncode == 0 and f"Resuming {JOB_LOGS}/{RUN}" in output, output[-3000:]
+    assert_same_outcome(outcome(tmp_path, JOB_LOGS), outcome(uninterrupted))
+    assert sorted(path.name for path in (tmp_path / JOB_LOGS / "xppo").iterdir()) == ["CartPole-v1_1"]  # no new run
+    assert not any(decoy.iterdir())
     runs, steps = tensorboard_steps(tmp_path)
     assert (runs, steps) == tensorboard_steps(uninterrupted)  # one TensorBoard run, continued at the right steps
     assert runs == ["XPPO_1"]
@@ -186,41 +222,6 @@ def test_a_run_on_two_ranks_stopped_by_sigterm_resumes_bit_for_bit(uninterrupted
     done = subprocess.run(command(tmp_path, "--resume", ranks=True), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert_same_outcome(outcome(tmp_path), outcome(uninterrupted_on_ranks))
-
-
-def slurm_script() -> str:
-    """:return: resume.md's batch script, as it is written there"""
-    scripts = [code for _, code in page_blocks(ROOT / "docs" / "guide" / "resume.md", "bash") if "#SBATCH" in code]
-    assert len(scripts) == 1
-    return scripts[0]
-
-
-@pytest.mark.slow
-def test_the_documented_slurm_script_passes_term_on_and_its_requeued_start_continues(uninterrupted, tmp_path):
-    """resume.md's batch script under bash: TERM to the shell (Slurm's --signal=B:TERM) reaches the run, which writes
-    its checkpoint and exits 0; the requeued start (the same job id) continues its own run, not another one, and ends as
-    the uninterrupted run does, bit for bit."""
-    (tmp_path / "xppo.sbatch").write_text(slurm_script())
-    (tmp_path / "logs-other" / "xppo" / "CartPole-v1_1").mkdir(parents=True)  # another run of the algorithm: not taken
-    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"  # (the script's `python`: this one)
-    job = {**os.environ, "SLURM_JOB_NAME": "xppo", "SLURM_JOB_ID": "7", "PATH": path}
-    arguments = [*COMMAND, "-tb", str(tmp_path / "tb")]
-    shell = subprocess.Popen(
-        ["bash", "xppo.sbatch", *arguments], cwd=tmp_path, env=job, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    run = tmp_path / "logs" / "xppo-7" / RUN
-    deadline = time.monotonic() + 120
-    while not list((run / "resume").glob("resume-*.ckpt")):
-        assert shell.poll() is None and time.monotonic() < deadline, shell.communicate()[0][-3000:]
-        time.sleep(0.01)
-    shell.send_signal(signal.SIGTERM)  # to the batch shell only
-    output, _ = shell.communicate(timeout=120)
-    assert shell.returncode == 0, output[-3000:]
-    assert "SIGTERM: stopped at a rollout boundary" in output and not (run / "CartPole-v1.zip").exists()
-    requeued = subprocess.run(["bash", "xppo.sbatch", *arguments], cwd=tmp_path, env=job, capture_output=True, text=True)
-    assert requeued.returncode == 0, requeued.stdout[-3000:] + requeued.stderr[-3000:]
-    assert f"Resuming logs/xppo-7/{RUN}" in requeued.stdout
-    assert_same_outcome(outcome(tmp_path, "logs/xppo-7"), outcome(uninterrupted))
 
 
 def test_resume_refuses_a_command_that_is_not_the_runs(tmp_path, capsys):

@@ -219,18 +219,19 @@ class CheckedConstructors:
         return (generators[name] if isinstance(name, str) else name)()
 
     def _generator(self, bit_generator: Any = "MT19937", *rest: Any) -> np.random.Generator:
-        if rest or isinstance(bit_generator, str):
-            bit_generator = self._bit_generator(bit_generator)
-        if not isinstance(bit_generator, BitGenerator):
-            raise pickle.UnpicklingError("a numpy Generator of something else than a bit generator")
-        return np.random.Generator(bit_generator)
+        return np.random.Generator(self._around(bit_generator, rest, "Generator"))
 
     def _random_state(self, bit_generator: Any = "MT19937", *rest: Any) -> np.random.RandomState:
+        return np.random.RandomState(self._around(bit_generator, rest, "RandomState"))
+
+    def _around(self, bit_generator: Any, rest: tuple[Any, ...], what: str) -> BitGenerator:
+        """numpy's ``__generator_ctor`` / ``__randomstate_ctor``: a bit generator built, or one of this pickle's; a
+        constructor argument of the file's own (``rest``) is never called."""
         if rest or isinstance(bit_generator, str):
             bit_generator = self._bit_generator(bit_generator)
         if not isinstance(bit_generator, BitGenerator):
-            raise pickle.UnpicklingError("a numpy RandomState of something else than a bit generator")
-        return np.random.RandomState(bit_generator)
+            raise pickle.UnpicklingError(f"a numpy {what} of something else than a bit generator")
+        return bit_generator
 
     def _seed_sequence(self, cls: Any, checksum: Any, state: Any) -> SeedSequence:
         if cls is not SeedSequence or state is not None:

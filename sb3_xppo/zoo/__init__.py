@@ -49,7 +49,7 @@ from sb3_xppo.zoo.search_space import (
     sample_xppo_lstm_params,
     sample_xppo_params,
 )
-from sb3_xppo.zoo.session import register, zoo_help, zoo_session
+from sb3_xppo.zoo.session import register, zoo_session
 from sb3_xppo.zoo.storage import prepare_storage
 from sb3_xppo.zoo.vec_envs import DEFAULT_VEC_ENV, VEC_ENV_CHOICES, VEC_ENV_KEY, split_ray_args, split_vec_env_arg
 
