@@ -39,6 +39,8 @@ setup(
             "scipy",
             # tests/test_pickle_fuzz.py: the safe loader's property test
             "hypothesis>=6.0",
+            # tests/test_editable_types.py: the README's editable install (editable_mode=compat, PEP 660), built offline
+            "setuptools>=64",
         ],
         "extra": [
             "rl-zoo3>=2.9,<3.0",

@@ -27,9 +27,8 @@ allowlist (:func:`sb3_xppo.load_model`), the zoo folder's YAML with a safe loade
 ``--policy-kwargs`` and ``--env-kwargs``, as literals. ``--trust-code`` loads the checkpoints and statistics as SB3
 does, for files you made or trust (a teacher with a schedule of your own).
 
-The flags of the distillation's options (``--loss``, ``--beta``, ``--batch-size``, ``--buffer-size``,
-``--pretrain-steps``, ``--teacher-obs-keys``, ``--teacher-vec-normalize``, ``--teacher-algo``, ``--trust-code``) are
-made from their declarations in :class:`~sb3_xppo.dagger_distill.DistillOptions` and checked by it.
+The flags of the distillation's options (``--loss``, ``--beta``, ``--trust-code``, ...: ``--help`` lists them) are made
+from their declarations in :class:`~sb3_xppo.dagger_distill.DistillOptions` and checked by it.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ import importlib.util
 import math
 import pathlib
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import Field, fields
 from typing import Any
 
 import torch as th
@@ -71,6 +70,14 @@ __all__ = ["LOSSES", "distill", "main", "parse_args"]
 
 #: the command's own counts (the options' are DistillOptions'), with their least value
 COUNTS = {"n_envs": 1, "timesteps": 1, "collect_steps": 1, "epochs": 1}
+
+
+def _option_flags() -> Iterator[tuple[Field, Flag, str]]:
+    """The options the command reads, each with its declared :class:`~sb3_xppo.dagger_distill.options.Flag` and name."""
+    for f in fields(DistillOptions):
+        flag: Flag | None = f.metadata["flag"]
+        if flag is not None:
+            yield f, flag, flag.name or "--" + f.name.replace("_", "-")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -130,11 +137,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--device", default="auto", help="torch device")
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
-    for f in fields(DistillOptions):
-        flag: Flag | None = f.metadata["flag"]
-        if flag is None:
-            continue
-        name = flag.name or "--" + f.name.replace("_", "-")
+    for f, flag, name in _option_flags():
         default = f.default if flag.default is None else flag.default
         if flag.type is None:  # a switch
             parser.add_argument(name, dest=f.name, action="store_true", help=flag.help)
@@ -156,12 +159,10 @@ def command_options(args: argparse.Namespace) -> DistillOptions:
         if getattr(args, name) < low:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
     given, flags = {}, {}
-    for f in fields(DistillOptions):
-        flag: Flag | None = f.metadata["flag"]
-        if flag is not None:
-            value = getattr(args, f.name)
-            given[f.name] = value if flag.to_option is None or value is None else flag.to_option(value)
-            flags[f.name] = flag.name or "--" + f.name.replace("_", "-")
+    for f, flag, name in _option_flags():
+        value = getattr(args, f.name)
+        given[f.name] = value if flag.to_option is None or value is None else flag.to_option(value)
+        flags[f.name] = name
     try:
         return DistillOptions(**given)
     except (TypeError, ValueError) as error:  # a usage error, named by its flag

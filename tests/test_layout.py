@@ -245,3 +245,44 @@ def test_rank_check_can_fail():
         "        # every rank stops at the same minibatch",
     ]
     assert len(rank_mentions("\n".join(before))) == len(before)
+
+
+#: the one module that imports torch.distributed: the process group, whose collectives everything else calls
+DISTRIBUTED_IMPORTER = "sb3_xppo.common.distributed.process_group"
+
+
+def torch_distributed_imports(modules: list[tuple[str, pathlib.Path]]) -> list[str]:
+    """:return: every import of ``torch.distributed`` (or a module of it), anywhere in a file, outside the process group"""
+    found = []
+    for module, path in modules:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            hits = [name for name in names if name == "torch.distributed" or name.startswith("torch.distributed.")]
+            if hits and module != DISTRIBUTED_IMPORTER:
+                found.append(f"{module}:{node.lineno} imports {hits[0]}")
+    return found
+
+
+def test_only_the_process_group_imports_torch_distributed():
+    assert torch_distributed_imports(package_modules()) == []
+
+
+def test_torch_distributed_check_can_fail(tmp_path):
+    """Negative control: the import resume/ranks.py had, and the other spellings, are found outside the process group."""
+    path = tmp_path / "bad.py"
+    lines = [
+        "import torch.distributed as dist",
+        "from torch import distributed",
+        "def f():",
+        "    from torch.distributed import barrier",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    assert torch_distributed_imports([("sb3_xppo.resume.ranks", path), (DISTRIBUTED_IMPORTER, path)]) == [
+        "sb3_xppo.resume.ranks:1 imports torch.distributed",
+        "sb3_xppo.resume.ranks:2 imports torch.distributed",
+        "sb3_xppo.resume.ranks:4 imports torch.distributed",
+    ]

@@ -24,7 +24,8 @@ import sb3_xppo.envs  # noqa: F401  (registers the package's envs)
 from sb3_xppo import XPPO, MaskableXPPO, ResumableCheckpoint
 from sb3_xppo.resume import CorruptCheckpointError, ReplayMismatchError, checkpoints, read_checkpoint
 from sb3_xppo.resume.codec import decode, encode
-from sb3_xppo.resume.state import read_state
+from sb3_xppo.resume.files import write_checkpoint
+from sb3_xppo.resume.state import FORMAT, MODEL_PARTS, STATE, CheckpointFormatError, read_state
 from sb3_xppo.vec_env import make_vec_env
 
 SMALL = dict(n_steps=16, batch_size=32, n_epochs=2, seed=1, device="cpu", policy_kwargs=dict(net_arch=[8]))
@@ -163,6 +164,47 @@ def test_the_state_is_written_without_pickle():
         encode({"bad": np.array([object()])})
     with pytest.raises(TypeError, match=r"state\.fn: cannot save a function"):
         encode({"fn": len if False else (lambda: 0)})
+
+
+@pytest.mark.parametrize("written", [0, FORMAT + 1, None])
+def test_a_checkpoint_of_another_format_is_refused_by_name(run, tmp_path, written):
+    """``state.json``'s format is read and checked: an older (or newer, or missing) one is refused, naming both."""
+    members = read_checkpoint(checkpoints(run[1])[-1])
+    state = decode(members[STATE], members["arrays.npz"])
+    assert state["format"] == FORMAT
+    if written is None:
+        del state["format"]
+    else:
+        state["format"] = written
+    members[STATE], members["arrays.npz"] = encode(state)
+    path = write_checkpoint(tmp_path, checkpoints(run[1])[-1].name, members, keep=1)
+    with pytest.raises(CheckpointFormatError, match=rf"is a checkpoint of format {written!r}, .* reads format {FORMAT}"):
+        read_state(members, path)
+    with pytest.raises(CheckpointFormatError, match=f"format {written!r}"):
+        XPPO.resume(path)
+
+
+def test_one_table_writes_and_restores_the_model_s_parts(run):
+    """capture() writes exactly the keys of MODEL_PARTS (beside the environment's), and restore puts each back."""
+    state = decode(*(read_checkpoint(checkpoints(run[1])[-1])[name] for name in (STATE, "arrays.npz")))
+    table = [key for part in MODEL_PARTS for key in part.keys]
+    assert set(state) == {
+        "format",
+        "algorithm",
+        *table,
+        "rng",
+        "vec_normalize",
+        "envs",
+        "callbacks",
+        "callback_calls",
+        "logger",
+    }
+    restored = XPPO("MlpPolicy", cartpole(), **SMALL)
+    for part in MODEL_PARTS:
+        part.put(restored, *(state[key] for key in part.keys))
+        again = part.read(restored)
+        for key, value in zip(part.keys, again, strict=True):
+            assert encode({key: value}) == encode({key: state[key]}), key
 
 
 class Counter(BaseCallback):

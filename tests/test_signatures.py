@@ -16,8 +16,17 @@ from pathlib import Path
 import pytest
 
 from sb3_xppo import XPPO, MaskableRecurrentXPPO, MaskableXPPO, RecurrentXPPO
+from sb3_xppo.common import loss_registry
 from sb3_xppo.core.setup import parent_algorithm
-from sb3_xppo.core.signatures import INIT_START, module_path, rewrite, stale_regions
+from sb3_xppo.core.signatures import (
+    INIT_START,
+    annotation_source,
+    loss_names_region,
+    module_path,
+    rewrite,
+    rewrite_loss_names,
+    stale_regions,
+)
 
 ALGORITHMS = [XPPO, MaskableXPPO, RecurrentXPPO, MaskableRecurrentXPPO]
 TYPING = Path(__file__).parent / "typing"
@@ -55,8 +64,26 @@ def test_static_signature_is_the_runtime_one_and_the_options(cls) -> None:
     annotations = {a.arg: ast.unparse(a.annotation) for a in init.args.kwonlyargs}
     for f in fields:
         assert defaults[f.name] == f.default, f.name
-        assert annotations[f.name] == inspect.formatannotation(hints[f.name]), f.name
+        assert annotations[f.name] == annotation_source(hints[f.name]).replace('"', "'"), f.name
     assert runtime.parameters["actor_loss"].default == "clip"
+    # the loss names by their registry's types, written by name
+    assert annotations["actor_loss"] == "sb3_xppo.common.loss_registry.ActorLossName"
+    assert annotations["value_loss"] == "sb3_xppo.common.loss_registry.ValueLossName | None"
+
+
+def test_loss_name_types_are_the_registry_s() -> None:
+    """The ``Literal`` types of ``actor_loss`` and ``value_loss`` hold the built-in losses' names, in their order."""
+    assert loss_names_region() in Path(loss_registry.__file__).read_text(), "regenerate: python tests/test_signatures.py"
+    assert (
+        typing.get_args(loss_registry.ActorLossName) == loss_registry.ACTOR_LOSSES == ("clip", "spo", "asymmetric_spo", "hpo")
+    )
+    assert typing.get_args(loss_registry.ValueLossName) == loss_registry.VALUE_LOSSES
+
+
+def test_stale_loss_names_are_found(monkeypatch) -> None:
+    """Negative control: a built-in loss declared without regenerating the types is found."""
+    monkeypatch.setattr(loss_registry, "ACTOR_LOSSES", (*loss_registry.ACTOR_LOSSES, "new_loss"))
+    assert loss_names_region() not in Path(loss_registry.__file__).read_text()
 
 
 def test_stale_region_is_found(tmp_path) -> None:
@@ -82,12 +109,15 @@ def test_mypy_sees_the_keywords() -> None:
     out = mypy(TYPING / "check_keywords.py")
     assert 'Unexpected keyword argument "not_a_keyword" for "XPPO"' in out, out
     assert 'Argument "n_steps" to "XPPO" has incompatible type "str"; expected "int"' in out, out
-    assert 'Argument "actor_loss" to "RecurrentXPPO" has incompatible type "int"; expected "str"' in out, out
+    literal = "Literal['clip', 'spo', 'asymmetric_spo', 'hpo']"
+    assert f'Argument "actor_loss" to "RecurrentXPPO" has incompatible type "Literal[1]"; expected "{literal}"' in out, out
+    assert f'Argument "actor_loss" to "XPPO" has incompatible type "Literal[\'cilp\']"; expected "{literal}"' in out, out
     assert 'Unexpected keyword argument "sequence_batching" for "MaskableXPPO"' in out, out
-    assert "Found 4 errors in 1 file" in out, out  # the good calls pass
+    assert "Found 5 errors in 1 file" in out, out  # the good calls pass
 
 
 if __name__ == "__main__":
     for algorithm in ALGORITHMS:
         print(f"{module_path(algorithm)}: {'rewritten' if rewrite(algorithm) else 'up to date'}")
+    print(f"{loss_registry.__file__}: {'rewritten' if rewrite_loss_names() else 'up to date'}")
     sys.exit(0)

@@ -2,5 +2,16 @@
 
 from sb3_xppo.common.beta import BetaDistribution
 from sb3_xppo.common.finite import TrainingSnapshot, VecNormalizeGuard, rollout_non_finite_error
+from sb3_xppo.common.loss_registry import ActorLoss, LossKeyword, ValueLoss, register_actor_loss, register_value_loss
 
-__all__ = ["BetaDistribution", "TrainingSnapshot", "VecNormalizeGuard", "rollout_non_finite_error"]
+__all__ = [
+    "ActorLoss",
+    "BetaDistribution",
+    "LossKeyword",
+    "TrainingSnapshot",
+    "ValueLoss",
+    "VecNormalizeGuard",
+    "register_actor_loss",
+    "register_value_loss",
+    "rollout_non_finite_error",
+]

@@ -140,3 +140,7 @@ def _literal(text: str) -> Any:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_adaptive_kl_option(adaptive_kl: Any, checked: Mapping[str, Any]) -> dict[str, float] | None:
+    return check_adaptive_kl(adaptive_kl)

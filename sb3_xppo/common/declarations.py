@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import field, fields
 from typing import Any
 
+import numpy as np
+
 #: ``check(value, checked) -> value``: raises for a bad value, naming the keyword, and returns the canonical value;
 #: ``checked`` holds the context the options class gives (XPPO: PPO's ``clip_range`` and ``clip_range_vf``) and the
 #: options declared before, canonical
@@ -43,3 +45,26 @@ def check_declared(options: Any, context: Mapping[str, Any] | None = None) -> di
     for f in fields(options):
         checked[f.name] = f.metadata["check"](getattr(options, f.name), checked)
     return {f.name: checked[f.name] for f in fields(options)}
+
+
+def is_number(x: Any) -> bool:
+    """A real number (numpy's too), not a bool."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
+    """:raises ValueError: naming the option and its choices, for a value that is not one of them"""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def as_bool(value: Any, checked: Mapping[str, Any]) -> bool:
+    """A switch read as Python truth (``delightful``, ``normalize_groups``)."""
+    return bool(value)
+
+
+def check_fast_paths(fast_paths: Any, checked: Mapping[str, Any]) -> bool:
+    if not isinstance(fast_paths, (bool, np.bool_)):
+        raise TypeError(f"fast_paths must be True or False, got {fast_paths!r}")
+    return bool(fast_paths)

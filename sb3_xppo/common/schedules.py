@@ -58,3 +58,13 @@ def unwrap_clip_schedule(clip_range: Any) -> Any:
     if isinstance(clip_range, FloatSchedule) and isinstance(clip_range.value_schedule, ClipRangePair):
         return clip_range.value_schedule
     return clip_range
+
+
+def starting_clip_ranges(clip_range: Any) -> list[float]:
+    """
+    :param clip_range: a float, a schedule, a ``(low, high)`` pair of those, or a schedule of pairs
+    :return: the clip ranges at the start of training (``progress_remaining = 1``)
+    """
+    value = clip_range(1.0) if callable(clip_range) else clip_range
+    values = value if isinstance(value, (tuple, list)) else [value]
+    return [float(v(1.0) if callable(v) else v) for v in values]

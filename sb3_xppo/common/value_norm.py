@@ -5,6 +5,10 @@ regresses returns normalized by running statistics, and when the statistics move
 that the values in return units stay exactly what they were.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
 import torch as th
 from torch import nn
 
@@ -157,3 +161,12 @@ def last_layer(head: nn.Module) -> tuple[th.Tensor, th.Tensor]:
             f"got {type(head).__name__}"
         )
     return weights[-1], biases[-1]
+
+
+def check_normalize_values(normalize_values: Any, checked: Mapping[str, Any]) -> bool:
+    """:return: ``normalize_values`` as a bool (PopArt on or off)
+    :raises ValueError: for anything but True or False
+    """
+    if not isinstance(normalize_values, (bool, np.bool_)):
+        raise ValueError(f"normalize_values must be True or False, got {normalize_values!r}")
+    return bool(normalize_values)

@@ -9,16 +9,15 @@ from typing import Any
 from stable_baselines3.common.utils import FloatSchedule
 from torch.utils.hooks import RemovableHandle
 
-from sb3_xppo.common.distributed import DataParallel, SingleProcess
 from sb3_xppo.common.schedules import ClipRangePair
+from sb3_xppo.core.learner import LearnerState
 from sb3_xppo.loading.legacy import refuse_inert
 
 
-class LearnMixin:
+class LearnMixin(LearnerState):
     """The algorithm's ``learn()`` and ``_setup_learn()``."""
 
     # Set by the constructor and the setup
-    _data_parallel: DataParallel | SingleProcess
     _learn_hooks: list[RemovableHandle]
     _logger: Any
 

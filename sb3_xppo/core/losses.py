@@ -6,25 +6,31 @@ The losses of one XPPO ``train()`` call: :class:`MinibatchLosses` holds the acto
 """
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import torch as th
-import torch.nn.functional as F
 
-from sb3_xppo.common.options import XPPOOptions, resolve_min_advantage_std
-from sb3_xppo.core.gradient_surgery import pcgrad_group_loss
-from sb3_xppo.functional import (
-    clipped_value_loss_fn,
-    hpo_actor_loss,
-    improved_value_clipping_fn,
-    ppo_actor_loss,
-    spo_actor_loss,
+from sb3_xppo.common.loss_registry import (
+    ACTOR_LOSS_REGISTRY,
+    VALUE_LOSS_REGISTRY,
+    ValueLossFn,
+    mse_value_loss,
+    resolve_min_advantage_std,
 )
+from sb3_xppo.common.options import XPPOOptions
+from sb3_xppo.core.gradient_surgery import pcgrad_group_loss
 from sb3_xppo.functional.masked import minibatch_zscore, valid_mean, zscore_group_terms
 
 # valid_mean, minibatch_zscore and zscore_group_terms stay importable here
-__all__ = ["MinibatchLosses", "minibatch_zscore", "reduce_value_losses", "valid_mean", "zscore_group_terms"]
+__all__ = [
+    "MinibatchLosses",
+    "ValueLossFn",
+    "minibatch_zscore",
+    "mse_value_loss",
+    "reduce_value_losses",
+    "valid_mean",
+    "zscore_group_terms",
+]
 
 
 def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> th.Tensor:
@@ -39,17 +45,6 @@ def reduce_value_losses(value_losses: th.Tensor, weights: th.Tensor | None) -> t
     if value_losses.ndim == 0:  # (no sum of a single value loss: one more node in the graph, the same numbers)
         return value_losses
     return value_losses.sum() if weights is None else (value_losses * weights).sum()
-
-
-#: ``(values, old_values, returns, valid) -> loss``: a value loss of one minibatch, reduced over its (valid) samples
-ValueLossFn = Callable[[th.Tensor, th.Tensor, th.Tensor, "th.Tensor | None"], th.Tensor]
-
-
-def mse_value_loss(values: th.Tensor, old_values: th.Tensor, returns: th.Tensor, valid: th.Tensor | None) -> th.Tensor:
-    """The MSE of the values, as PPO reduces it: ``F.mse_loss(returns, values)``, its built-in mean (bit for bit)."""
-    if values.ndim == 1 and valid is None:
-        return F.mse_loss(returns, values)
-    return valid_mean(F.mse_loss(values, returns, reduction="none"), valid, dim=0)
 
 
 class MinibatchLosses:
@@ -70,25 +65,13 @@ class MinibatchLosses:
         self.options = options
         self.policy = policy
         self.clip_range_vf = clip_range_vf
-        # A linear schedule reaches 0 (below it when the last rollout overshoots the budget): the clip loss takes it
-        # as PPO does, but SPO's and HPO's losses divide by the range, and at <= 0 their trust region is empty, so
-        # only the critic learns from this rollout
-        self.actor_off = options.actor_loss != "clip" and min(clip_low, clip_high) <= 0
-        kwargs: dict[str, Any] = dict(
-            eps_clip=(clip_low, clip_high) if clip_low != clip_high else clip_low,
-            delightful=options.delightful,
-            delight_temp=options.delight_temp,
-            log_ratio_clamp=options.log_ratio_clamp,
-        )
-        dual_clip: dict[str, Any] = dict(dual_clip=options.dual_clip is not None, dual_clip_threshold=options.dual_clip or 3.0)
-        #: the actor loss of :mod:`sb3_xppo.functional` that ``actor_loss`` names, with this call's clip ranges
-        self.actor_fn: Callable[..., Any]
-        if options.actor_loss == "clip":
-            self.actor_fn = partial(ppo_actor_loss, **kwargs, **dual_clip)
-        elif options.actor_loss == "hpo":
-            self.actor_fn = partial(hpo_actor_loss, **kwargs)
-        else:
-            self.actor_fn = partial(spo_actor_loss, asymmetric=options.actor_loss == "asymmetric_spo", **kwargs, **dual_clip)
+        loss = ACTOR_LOSS_REGISTRY[options.actor_loss]
+        # A linear schedule reaches 0 (below it when the last rollout overshoots the budget): a loss that divides by
+        # the range has no trust region left there, so only the critic learns from this rollout (its declaration's
+        # off_when_closed); PPO's clip takes the range as it is
+        self.actor_off = loss.off_when_closed and min(clip_low, clip_high) <= 0
+        #: the actor loss that ``actor_loss`` names, every keyword but the minibatch's bound (this call's clip ranges)
+        self.actor_fn: Callable[..., Any] = loss.bind((clip_low, clip_high) if clip_low != clip_high else clip_low, options)
         self.min_advantage_std = resolve_min_advantage_std(options.min_advantage_std, options.actor_loss)
         weights = options.group_value_loss_weights()
         device = policy.device
@@ -155,22 +138,7 @@ class MinibatchLosses:
         return self.value_fn(values, old_values, returns, valid)
 
     def value_loss_fn(self) -> ValueLossFn:
-        """:return: the value loss that ``value_loss`` names, with this call's ``clip_range_vf``"""
-        clip, name = self.clip_range_vf, self.options.value_loss
-        if name == "hl_gauss":
-            # Cross-entropy of the categorical critic's last forward pass (this minibatch's), clipped in scalar space
-            head = self.policy.value_net.head if self.options.normalize_values else self.policy.value_net
-            return lambda values, old, returns, valid: valid_mean(
-                head.loss(returns, old, clip).reshape(returns.shape), valid, dim=0
-            )
-        if name == "mse" or clip is None:  # ('sb3' without clip_range_vf: the options check refuses the others)
-            return mse_value_loss
-        if name == "sb3":
-            # PPO's: the prediction is clipped around the old value and only the clipped one is regressed
-            return lambda values, old, returns, valid: mse_value_loss(
-                old + th.clamp(values - old, -clip, clip), old, returns, valid
-            )
-        clipped = clipped_value_loss_fn if name == "clipped" else improved_value_clipping_fn
-        return lambda values, old, returns, valid: valid_mean(
-            clipped(values, old, returns, clip=clip, reduction="none"), valid, dim=0
-        )
+        """:return: the value loss that ``value_loss`` names (its declaration's build), with this call's ``clip_range_vf``"""
+        name = self.options.value_loss
+        assert name is not None, "value_loss read before the options were checked"
+        return VALUE_LOSS_REGISTRY[name].build(self.clip_range_vf, self.policy, self.options)

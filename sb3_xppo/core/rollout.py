@@ -34,11 +34,10 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.utils.hooks import RemovableHandle
 
-from sb3_xppo.common.distributed import SINGLE_PROCESS, DataParallel, SingleProcess
 from sb3_xppo.common.finite import VecNormalizeGuard, check_finite_observation, guarded_env, rollout_non_finite_error
-from sb3_xppo.common.options import XPPOOptions
 from sb3_xppo.core.fast_paths import all_finite, library_modules_only, parameters_finite, trusted_policy_calls
 from sb3_xppo.core.hooks import add_hook
+from sb3_xppo.core.learner import LearnerState
 from sb3_xppo.multi_critic.wrappers import GroupRewards
 
 #: ``hook(model, obs, actions, action_masks) -> actions or None`` (see :meth:`XPPORolloutMixin.register_action_hook`)
@@ -154,16 +153,12 @@ class MaskedRecurrentPolicyCalls(MaskedPolicyCalls, RecurrentPolicyCalls):
     """
 
 
-class XPPORolloutMixin:
+class XPPORolloutMixin(LearnerState):
     """XPPO's ``collect_rollouts`` (see the module's docstring), with the non-finite checks of ``check_finite``."""
 
     #: how this algorithm's rollout calls its policy
     policy_calls_class: ClassVar[type[PolicyCalls]] = PolicyCalls
-    #: the collectives that keep the processes of ``distributed=True`` one learner, and the same calls doing one
-    #: process's work otherwise (runtime state, never saved)
-    _data_parallel: DataParallel | SingleProcess = SINGLE_PROCESS
-    # Set by the SB3 algorithm and the XPPO core (``options``: XPPO's options)
-    options: XPPOOptions
+    # Set by the SB3 algorithm
     policy: Any
     device: th.device
     action_space: spaces.Space

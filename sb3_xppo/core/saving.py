@@ -9,7 +9,7 @@ import functools
 from collections import OrderedDict
 from typing import Any
 
-from sb3_xppo.common.distributed import DataParallel, SingleProcess
+from sb3_xppo.core.learner import LearnerState
 from sb3_xppo.loading.signing import signed_save
 
 #: runtime state: never saved with the model nor pickled
@@ -19,11 +19,8 @@ RUNTIME_STATE = (
 )
 
 
-class SavingMixin:
+class SavingMixin(LearnerState):
     """The algorithm's ``save()``, what it leaves out, and its pickled state."""
-
-    # Set by the constructor and the setup
-    _data_parallel: DataParallel | SingleProcess
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         """

@@ -97,7 +97,6 @@ class XPPOSetupMixin(ModelSetupMixin, LossHooksMixin, EnvWrappingMixin, LearnMix
     normalize_advantage: Any
     learning_rate: Any
     # Set by the constructor
-    options: XPPOOptions
     _checked_options: XPPOOptions | None
     _loss_hooks: "OrderedDict[int, LossHook]"
     _auxiliary_loss_hooks: "OrderedDict[int, AuxiliaryLossHook]"

@@ -21,6 +21,7 @@ from sb3_xppo.common.distributed import SINGLE_PROCESS, DataParallel, SingleProc
 from sb3_xppo.dagger_distill.actions import tree_to_action
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller, DistillOutput
+from sb3_xppo.dagger_distill.loop import optimizer_step
 from sb3_xppo.dagger_distill.masks import actions_allowed
 from sb3_xppo.dagger_distill.policy_adapter import student_optimizer
 from sb3_xppo.dagger_distill.pytree import Tree, rows_finite, sample_action, tree_map, where_rows
@@ -32,20 +33,11 @@ class Aggregation:
     The aggregated dataset of one student and the distillation loss fitted on it.
 
     :param pair: the student and its teacher
-    :param distiller: their distiller (probed)
+    :param distiller: their distiller (probed), with the callback's options (``batch_size``, ``gradient_steps``)
     :param dataset: the aggregated dataset
-    :param batch_size: minibatch size of the own gradient steps (None: the model's ``batch_size``, else 64)
-    :param gradient_steps: gradient steps per round (None: ``n_epochs`` passes over the states added since the last round)
     """
 
-    def __init__(
-        self,
-        pair: StudentTeacher,
-        distiller: DaggerDistiller,
-        dataset: AggregatedDataset,
-        batch_size: int | None = None,
-        gradient_steps: int | None = None,
-    ) -> None:
+    def __init__(self, pair: StudentTeacher, distiller: DaggerDistiller, dataset: AggregatedDataset) -> None:
         model = pair.model
         self.model = model
         self.pair = pair
@@ -53,8 +45,7 @@ class Aggregation:
         self.dataset = dataset
         self.optimizer = student_optimizer(model)
         self.epochs: int = getattr(model, "n_epochs", 10)
-        self.batch_size: int = batch_size or getattr(model, "batch_size", None) or 64
-        self.gradient_steps = gradient_steps
+        self.batch_size: int = distiller.options.batch_size or getattr(model, "batch_size", None) or 64
         self.pending = 0  # states added since the last round
         self.weight = 0.0  # the weight schedule's value
         self.pretrained = False  # the warm-up runs once per student
@@ -148,7 +139,7 @@ class Aggregation:
         pending, self.pending = self.pending, 0
         if pending == 0 or self.weight == 0 or len(self.dataset) == 0:
             return
-        steps = self.gradient_steps
+        steps = self.distiller.options.gradient_steps
         if steps is None:
             steps = math.ceil(pending * self.epochs / self.batch_size)
         self.fit(steps, self.weight)
@@ -167,12 +158,7 @@ class Aggregation:
                 out = self.distill_loss(self.batch_size)
                 if not th.isfinite(out.breakdown.loss):
                     continue  # no usable label in this minibatch
-                optimizer.zero_grad()
-                out.breakdown.loss.backward()
-                if max_grad_norm is not None:
-                    params = [p for group in optimizer.param_groups for p in group["params"]]
-                    th.nn.utils.clip_grad_norm_(params, max_grad_norm)
-                optimizer.step()
+                optimizer_step(optimizer, out.breakdown.loss, max_grad_norm)
                 self.step_projector()
         finally:
             for group, lr in zip(optimizer.param_groups, lrs, strict=True):
@@ -255,21 +241,9 @@ def optimizer_state(optimizer: th.optim.Optimizer) -> dict[str, Any]:
 
 def as_numpy(tree: Any) -> Any:
     """:return: ``tree`` (dicts, lists, tuples) with every tensor a numpy array on the CPU"""
-    if isinstance(tree, th.Tensor):
-        return tree.detach().cpu().numpy()
-    if isinstance(tree, dict):
-        return {k: as_numpy(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(as_numpy(v) for v in tree)
-    return tree
+    return tree_map(lambda x: x.detach().cpu().numpy() if isinstance(x, th.Tensor) else x, tree)
 
 
 def as_torch(tree: Any) -> Any:
     """:return: ``tree`` with every numpy array a tensor (what :func:`as_numpy` took apart)"""
-    if isinstance(tree, np.ndarray):
-        return th.as_tensor(tree.copy())
-    if isinstance(tree, dict):
-        return {k: as_torch(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(as_torch(v) for v in tree)
-    return tree
+    return tree_map(lambda x: th.as_tensor(x.copy()) if isinstance(x, np.ndarray) else x, tree)

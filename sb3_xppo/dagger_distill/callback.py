@@ -88,7 +88,7 @@ class DaggerCallback(BaseCallback):
     ) -> None:
         super().__init__(verbose)
         self.options = options = DistillOptions.for_reader(CALLBACK, options, keywords)
-        resolved = resolve_teacher(teacher, options.teacher_algo, options.trust_code)
+        resolved = resolve_teacher(teacher, options)
         self.teacher_policy: BasePolicy | None = resolved if isinstance(resolved, BasePolicy) else None
         self.teacher_fn: Any = None if isinstance(resolved, BasePolicy) else resolved
         # A wrong teacher layer name fails now; the student's is checked when the callback meets its model
@@ -150,8 +150,8 @@ class DaggerCallback(BaseCallback):
         if self._pair is not None:  # another model (or env): its states are not this student's
             self.dataset = AggregatedDataset(self.dataset.capacity)
         self.distiller, self._pair = distiller, pair
-        self._aggregation = Aggregation(pair, distiller, self.dataset, options.batch_size, options.gradient_steps)
-        self._steering = Steering(self._aggregation, options.rl_coef, options.gradient_surgery)
+        self._aggregation = Aggregation(pair, distiller, self.dataset)
+        self._steering = Steering(self._aggregation)
 
     # ----------------------------------------------------------------------------------------------------------------
     # During learn()

@@ -90,16 +90,15 @@ def infer_algo(path: str | os.PathLike, trust_code: bool = False) -> type[BaseAl
         warnings.simplefilter("ignore", UserWarning)
         data = checked_data(str(path), trust_code=trust_code)
     policy_class = data.get("policy_class")
-    known = algorithms()
     # XPPO's variants save their options (before the options object, actor_loss) beside their parent's hyperparameters
     xppo = "options" in data or "actor_loss" in data
     if isinstance(policy_class, type):
         if issubclass(policy_class, MaskableActorCriticPolicy):
-            return known["xppo_mask"] if xppo else MaskablePPO
+            return MaskableXPPO if xppo else MaskablePPO
         if issubclass(policy_class, ActionMaskingMixin):  # (before RecurrentActorCriticPolicy: it is one)
-            return known["xppo_mask_lstm"]
+            return MaskableRecurrentXPPO
         if issubclass(policy_class, RecurrentActorCriticPolicy):
-            return known["xppo_lstm"] if xppo else RecurrentPPO
+            return RecurrentXPPO if xppo else RecurrentPPO
         # sb3-contrib's own policy classes (before SB3's: none subclasses another algorithm's)
         for policy, algorithm in ((TQCPolicy, TQC), (QRDQNPolicy, QRDQN), (ARSPolicy, ARS), (CrossQPolicy, CrossQ)):
             if issubclass(policy_class, policy):
@@ -113,7 +112,7 @@ def infer_algo(path: str | os.PathLike, trust_code: bool = False) -> type[BaseAl
         if issubclass(policy_class, ActorCriticPolicy):
             # Same policy class: tell the algorithms apart by the hyperparameters each one saves
             if xppo:
-                return known["xppo"]
+                return XPPO
             if "cg_max_steps" in data:
                 return TRPO
             return PPO if "clip_range" in data else A2C

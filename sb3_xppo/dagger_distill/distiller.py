@@ -165,9 +165,7 @@ class DaggerDistiller(DaggerLoopMixin):
         self.agreement_atol = agreement_atol
         # Labels are stored for objectives that read them; kl_loss and mse_loss re-evaluate the teacher at fit time
         self._store_labels = reads_label(options.loss_fn)
-        self._init_loop(
-            env, optimizer, params, lr, options.batch_size or 64, options.buffer_size or 100_000, max_grad_norm, device
-        )
+        self._init_loop(env, optimizer, params, lr, max_grad_norm, device)
 
     # ----------------------------------------------------------------------------------------------------------------
     # The loss

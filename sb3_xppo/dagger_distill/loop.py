@@ -16,6 +16,7 @@ from torch import nn
 from sb3_xppo.dagger_distill.checks import check_count
 from sb3_xppo.dagger_distill.dataset import AggregatedDataset
 from sb3_xppo.dagger_distill.objectives import LossBreakdown
+from sb3_xppo.dagger_distill.options import DistillOptions
 from sb3_xppo.dagger_distill.pytree import (
     Tree,
     batch_size_of,
@@ -32,7 +33,7 @@ from sb3_xppo.dagger_distill.pytree import (
 class DaggerLoopMixin:
     """
     :meth:`collect`, :meth:`train`, :meth:`step` and :meth:`pretrain` of
-    :class:`~sb3_xppo.dagger_distill.DaggerDistiller`, on the attributes its constructor sets (``env``, ``optimizer``,
+    :class:`~sb3_xppo.dagger_distill.DaggerDistiller`, on the attributes ``_init_loop`` sets (``env``, ``optimizer``,
     ``dataset``, ``batch_size``, ``beta``, ``max_grad_norm``, ``device``) and its loss (``compute``, ``agreement``).
     """
 
@@ -40,19 +41,10 @@ class DaggerLoopMixin:
     student: Any
     teacher: Any
     teacher_state_fn: Any
-    env: Any
-    optimizer: th.optim.Optimizer | None
-    dataset: AggregatedDataset
-    batch_size: int
-    beta: float
-    max_grad_norm: float | None
-    device: th.device
-    options: Any
-    num_steps: int
+    options: DistillOptions
     _store_labels: bool
     _obs: Tree
     _info: Any
-    _numpy_env: bool
     compute: Any
     agreement: Any
     _labels: Any
@@ -65,12 +57,10 @@ class DaggerLoopMixin:
         optimizer: th.optim.Optimizer | None,
         params: Iterable[nn.Parameter] | None,
         lr: float,
-        batch_size: int,
-        max_dataset_size: int,
         max_grad_norm: float | None,
         device: th.device | str | None,
     ) -> None:
-        """Set what the loop uses (the constructor's keywords of the same names), after the projector exists."""
+        """Set what the loop uses (its options, the constructor's keywords of the same names), after the projector exists."""
         self.optimizer = optimizer
         if params is not None:
             params = list(params)
@@ -80,12 +70,12 @@ class DaggerLoopMixin:
         elif optimizer is not None and isinstance(self.projector, nn.Module):
             add_to_optimizer(optimizer, self.projector)
         self.env = env
-        self.batch_size = batch_size
+        self.batch_size = self.options.batch_size or 64
         # a schedule is DaggerCallback's (its distiller has no env, and collect() needs one)
         self.beta = 0.0 if callable(self.options.beta) else float(self.options.beta)
         self.max_grad_norm = max_grad_norm
         self.device = th.device(device) if device is not None else _infer_device(self.optimizer, self.student)
-        self.dataset = AggregatedDataset(max_dataset_size)
+        self.dataset = AggregatedDataset(self.options.buffer_size or 100_000)
         #: vector steps taken by :meth:`collect` so far (the ``step`` given to ``teacher_state_fn``/``label_transform``)
         self.num_steps = 0
         self._obs = None
@@ -184,12 +174,7 @@ class DaggerLoopMixin:
             if not th.isfinite(out.breakdown.loss):
                 skipped += 1
                 continue
-            self.optimizer.zero_grad()
-            out.breakdown.loss.backward()
-            if self.max_grad_norm is not None:
-                params = [p for group in self.optimizer.param_groups for p in group["params"]]
-                nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-            self.optimizer.step()
+            optimizer_step(self.optimizer, out.breakdown.loss, self.max_grad_norm)
             with th.no_grad():
                 agreement = self.agreement(out.student_out, out.labels, out.valid)
             rows.append(th.stack([*(x.detach() for x in out.breakdown), agreement]))
@@ -263,6 +248,21 @@ def _merge_stats(collected: dict[str, float], trained: dict[str, float]) -> dict
     trained = dict(trained)
     trained["train_agreement"] = trained.pop("agreement")
     return {**collected, **trained}
+
+
+def optimizer_step(optimizer: th.optim.Optimizer, loss: th.Tensor, max_grad_norm: float | None) -> None:
+    """
+    One gradient step of ``loss`` on ``optimizer``.
+
+    :param optimizer: the student's optimizer
+    :param loss: the loss to descend
+    :param max_grad_norm: clip the gradient norm of the optimizer's parameters to this (None: no clipping)
+    """
+    optimizer.zero_grad()
+    loss.backward()
+    if max_grad_norm is not None:
+        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], max_grad_norm)
+    optimizer.step()
 
 
 def add_to_optimizer(optimizer: th.optim.Optimizer, module: nn.Module) -> None:

@@ -26,17 +26,15 @@ class Steering:
     family through ``register_action_hook`` (and ``register_loss_hook``, ``register_auxiliary_loss_hook``), any other
     through a :class:`~sb3_xppo.dagger_distill.patching.StudentPatch` calling the same action hook.
 
-    :param aggregation: the student's dataset and fitting (the loss hooks' distillation loss)
-    :param rl_coef: weight of the RL loss (loss-hook students)
-    :param gradient_surgery: the distillation loss joins through the auxiliary loss hook (PCGrad)
+    :param aggregation: the student's dataset and fitting (the loss hooks' distillation loss), its distiller with the
+        callback's options (``rl_coef``, ``gradient_surgery``)
     """
 
-    def __init__(self, aggregation: Aggregation, rl_coef: float = 1.0, gradient_surgery: bool = False) -> None:
+    def __init__(self, aggregation: Aggregation) -> None:
         self.model: Any = aggregation.model
         self.aggregation = aggregation
         self.pair = aggregation.pair
-        self.rl_coef = rl_coef
-        self.gradient_surgery = gradient_surgery
+        self.options = aggregation.distiller.options
         #: the distillation loss joins the RL loss through ``register_loss_hook``
         self.uses_hook = hasattr(self.model, "register_loss_hook")
         self.beta = 0.0  # the beta schedule's value
@@ -64,7 +62,7 @@ class Steering:
         try:
             if self.uses_hook:
                 self._handles.append(model.register_loss_hook(self.loss_hook, until_learn_ends=True))
-            if self.gradient_surgery:
+            if self.options.gradient_surgery:
                 self._handles.append(model.register_auxiliary_loss_hook(self.auxiliary_loss_hook, until_learn_ends=True))
             if hasattr(model, "register_action_hook"):
                 self._handles.append(model.register_action_hook(self.steer, until_learn_ends=True))
@@ -129,8 +127,8 @@ class Steering:
             return loss
         # The projector's gradient of the previous minibatch is complete now (XPPO stepped its own optimizer)
         self.aggregation.step_projector()
-        rl_loss = loss if self.rl_coef == 1.0 else self.rl_coef * loss
-        if self.gradient_surgery:
+        rl_loss = loss if self.options.rl_coef == 1.0 else self.options.rl_coef * loss
+        if self.options.gradient_surgery:
             return rl_loss  # the distillation loss comes through the auxiliary loss hook
         distill_loss = self.aggregation.weighted_loss(len(rollout_data.advantages))
         return rl_loss if distill_loss is None else rl_loss + distill_loss

@@ -28,6 +28,7 @@ from sb3_xppo.dagger_distill.checks import (
 )
 from sb3_xppo.dagger_distill.distiller import DaggerDistiller
 from sb3_xppo.dagger_distill.masks import mask_size
+from sb3_xppo.dagger_distill.options import DistillOptions
 from sb3_xppo.dagger_distill.policy_adapter import PolicyAdapter
 from sb3_xppo.dagger_distill.policy_input import (
     PolicyInput,
@@ -42,19 +43,16 @@ from sb3_xppo.dagger_distill.teacher_obs import ObsKeys, TeacherObs, select_obs,
 from sb3_xppo.dagger_distill.wrappers import raw_obs_source
 
 
-def resolve_teacher(
-    teacher: Any, teacher_algo: str | type[BaseAlgorithm] | None = None, trust_code: bool = False
-) -> BasePolicy | Callable[..., Any]:
+def resolve_teacher(teacher: Any, options: DistillOptions) -> BasePolicy | Callable[..., Any]:
     """
     :param teacher: an SB3 model, its policy, the path to an SB3 ``.zip``, or a callable ``obs -> Distribution``
-    :param teacher_algo: the algorithm of a checkpoint (default: inferred)
-    :param trust_code: load a checkpoint as SB3 does, running its code (default: no code from the file runs)
+    :param options: the callback's options (a checkpoint's ``teacher_algo`` and ``trust_code``)
     :return: the teacher's SB3 policy (loaded on the CPU), or the callable
     :raises ValueError: for a recurrent teacher
     :raises TypeError: for anything else
     """
     if isinstance(teacher, (str, os.PathLike)):
-        teacher = load_sb3_model(teacher, teacher_algo, device="cpu", trust_code=trust_code)
+        teacher = load_sb3_model(teacher, options.teacher_algo, device="cpu", trust_code=options.trust_code)
     if isinstance(teacher, BaseAlgorithm):
         teacher = teacher.policy
     if isinstance(teacher, BasePolicy):

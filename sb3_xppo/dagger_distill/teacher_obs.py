@@ -96,7 +96,7 @@ def frozen_vec_normalize(vec_normalize: VecNormalize | str | os.PathLike, trust_
     an environment. It only serves ``normalize_obs``: ``training`` and ``norm_reward`` are off.
 
     :param vec_normalize: a ``VecNormalize`` or the path of its ``.pkl`` (read without running its code,
-        :func:`~sb3_xppo.load_vec_normalize`)
+        :func:`~sb3_xppo.load_vec_normalize`), as ``DistillOptions.teacher_vec_normalize`` checked it
     :param trust_code: read the ``.pkl`` with ``pickle.load``, as SB3 does
     :return: a ``VecNormalize`` detached from any environment, never updated
     """
@@ -104,16 +104,12 @@ def frozen_vec_normalize(vec_normalize: VecNormalize | str | os.PathLike, trust_
         if not pathlib.Path(vec_normalize).is_file():
             raise ValueError(f"teacher_vec_normalize: no VecNormalize statistics at {vec_normalize}")
         frozen = load_vec_normalize(vec_normalize, trust_code=trust_code)
-    elif isinstance(vec_normalize, VecNormalize):
+    else:
         # What VecNormalize pickles, without pickling (a loaded, unattached one has no venv to drop)
         skip = ("venv", "class_attributes", "returns", "old_obs", "old_reward")
         frozen = VecNormalize.__new__(VecNormalize)
         frozen.__dict__.update(copy.deepcopy({k: v for k, v in vars(vec_normalize).items() if k not in skip}))
         frozen.venv = None  # type: ignore[assignment]
-    else:
-        raise TypeError(
-            f"teacher_vec_normalize must be a VecNormalize or the path of its .pkl, got {type(vec_normalize).__name__}"
-        )
     frozen.training = False
     frozen.norm_reward = False
     return frozen

@@ -4,7 +4,7 @@ The functional core: pure torch losses and advantage estimators that everything 
 Shapes: ``b`` batch (sequences or envs), ``n`` time, ``g`` reward groups.
 """
 
-from sb3_xppo.functional.actor_losses import AdvantageStats, hpo_actor_loss, ppo_actor_loss, spo_actor_loss
+from sb3_xppo.functional.actor_losses import ActorLossFunction, AdvantageStats, hpo_actor_loss, ppo_actor_loss, spo_actor_loss
 from sb3_xppo.functional.advantages import (
     GAE,
     calc_gae,
@@ -25,6 +25,7 @@ from sb3_xppo.functional.value_losses import (
 
 __all__ = [
     "GAE",
+    "ActorLossFunction",
     "AdvantageStats",
     "calc_gae",
     "calc_returns",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch as th
 
@@ -41,6 +41,49 @@ class AdvantageStats(NamedTuple):
 ActorLossResult = th.Tensor | tuple[th.Tensor, AdvantageStats]
 
 
+class ActorLossFunction(Protocol):
+    """
+    The signature every actor loss shares, declared once: :func:`ppo_actor_loss`, :func:`spo_actor_loss`,
+    :func:`hpo_actor_loss`, and a loss of your own (docs/guide/development.md, "Adding a loss"). XPPO calls it with
+    these keywords, and the loss's own (``actor_loss_kwargs``: keywords of its function beyond these, with defaults).
+
+    :param action_log_probs: log-probabilities of the taken actions under the current policy, ``(b n)`` or any shape
+    :param old_action_log_probs: the same under the policy that collected the data
+    :param advantages: advantage estimates, same shape (combine grouped advantages first)
+    :param eps_clip: clip range, a float or a ``(low, high)`` pair for decoupled clipping (Zhou et al. 2025)
+    :param mask: bool or float mask; when given the masked mean is returned, else the elementwise loss
+    :param normalize_advantages: masked z-score of the advantages before anything else
+    :param delightful: gate the advantages by ``sigmoid(-logp * A / delight_temp)`` (Osband 2026), after normalization
+    :param delight_temp: temperature of the delightful gate
+    :param log_ratio_clamp: clamp ``logp - old_logp`` to ``(low, high)`` (a float ``c`` means ``(-c, c)``) before ``exp``
+    :param group_dim: where a ``(b n)`` mask gets its group dimension when the inputs are grouped
+    :param min_advantage_std: when the advantages' (masked, population) variance is ``<= min_advantage_std**2`` the
+        loss is multiplied by 0: it stays in the graph and its gradients are 0. DAPO's dynamic sampling (Yu et al.
+        2025) for a minibatch whose advantages carry no signal. ``None`` never skips
+    :param return_stats: also return the advantages' :class:`AdvantageStats`
+    :return: the elementwise loss (no mask) or its masked mean; ``(loss, stats)`` with ``return_stats``. It is computed
+        outside ``torch.autocast`` in float32 when the inputs are float16, bfloat16 or float32 (low precision is
+        upcast), and in float64 when any input is float64
+    """
+
+    def __call__(
+        self,
+        action_log_probs: th.Tensor,
+        old_action_log_probs: th.Tensor,
+        advantages: th.Tensor,
+        *,
+        eps_clip: float | tuple[float, float],
+        mask: th.Tensor | None = ...,
+        normalize_advantages: bool = ...,
+        delightful: bool = ...,
+        delight_temp: float = ...,
+        log_ratio_clamp: LogRatioClamp = ...,
+        group_dim: int = ...,
+        min_advantage_std: float | None = ...,
+        return_stats: bool = ...,
+    ) -> ActorLossResult: ...
+
+
 def ppo_actor_loss(
     action_log_probs: th.Tensor,
     old_action_log_probs: th.Tensor,
@@ -60,25 +103,10 @@ def ppo_actor_loss(
     """
     PPO's clipped surrogate loss (Schulman et al. 2017), ``-min(r A, clip(r, 1 - low, 1 + high) A)``.
 
-    :param action_log_probs: log-probabilities of the taken actions under the current policy, ``(b n)`` or any shape
-    :param old_action_log_probs: the same under the policy that collected the data
-    :param advantages: advantage estimates, same shape (combine grouped advantages first)
-    :param eps_clip: clip range, a float or a ``(low, high)`` pair for decoupled clipping (Zhou et al. 2025)
-    :param mask: bool or float mask; when given the masked mean is returned, else the elementwise loss
-    :param normalize_advantages: masked z-score of the advantages before anything else
-    :param delightful: gate the advantages by ``sigmoid(-logp * A / delight_temp)`` (Osband 2026), after normalization
-    :param delight_temp: temperature of the delightful gate
     :param dual_clip: bound the loss of negative advantages by ``dual_clip_threshold * A`` (Ye et al. 2020)
     :param dual_clip_threshold: the dual clip constant, > 1
-    :param log_ratio_clamp: clamp ``logp - old_logp`` to ``(low, high)`` (a float ``c`` means ``(-c, c)``) before ``exp``
-    :param group_dim: where a ``(b n)`` mask gets its group dimension when the inputs are grouped
-    :param min_advantage_std: when the advantages' (masked, population) variance is ``<= min_advantage_std**2`` the
-        loss is multiplied by 0: it stays in the graph and its gradients are 0. DAPO's dynamic sampling (Yu et al.
-        2025) for a minibatch whose advantages carry no signal. ``None`` never skips
-    :param return_stats: also return the advantages' :class:`AdvantageStats`
-    :return: the elementwise loss (no mask) or its masked mean; ``(loss, stats)`` with ``return_stats``. It is computed
-        outside ``torch.autocast`` in float32 when the inputs are float16, bfloat16 or float32 (low precision is
-        upcast), and in float64 when any input is float64
+
+    The other parameters, and the return, are those of every actor loss (:class:`ActorLossFunction`).
     """
     low, high = clip_bounds(eps_clip)
 
@@ -125,10 +153,8 @@ def spo_actor_loss(
     pulls the ratio back towards ``[1 - low, 1 + high]``. ``eps`` is ``high`` where ``r >= 1`` and ``low`` below.
 
     :param asymmetric: where ``A > 0`` use PPO's clipped surrogate instead (SPO only for negative advantages)
-    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), and
-        ``(loss, stats)`` with ``return_stats``, as :func:`ppo_actor_loss`
 
-    The other parameters are those of :func:`ppo_actor_loss`.
+    The other parameters, and the return, are those of :func:`ppo_actor_loss`.
     """
     low, high = clip_bounds(eps_clip)
     if low <= 0 or high <= 0:
@@ -190,13 +216,12 @@ def hpo_actor_loss(
         clamp is still pulled back. It must contain ``(-2 max(eps), 2 max(eps))``, else a ``ValueError``
     :param advantage_clip: ``c`` of the target ``eps * clamp(A, -c_low, c_high)``, a float or a ``(c_low, c_high)``
         pair, >= 0; the weight ``|A|`` is not clipped
-    :param min_advantage_std: as :func:`ppo_actor_loss`, but on by default (1e-6): a minibatch of constant advantages
+    :param min_advantage_std: as every actor loss's, but on by default (1e-6): a minibatch of constant advantages
         gives a zero loss
-    :return: the elementwise loss (no mask) or its masked mean, in float32 (float64 for float64 inputs), and
-        ``(loss, stats)`` with ``return_stats``, as :func:`ppo_actor_loss`
 
-    The other parameters (dual clip excepted: the Huber loss is already bounded by ``|A| |e|``) are those of
-    :func:`ppo_actor_loss`; the delightful gate and the normalization change ``A`` before the target is formed.
+    The other parameters and the return (no dual clip: the Huber loss is already bounded by ``|A| |e|``) are those
+    of every actor loss (:class:`ActorLossFunction`); the delightful gate and the normalization change ``A`` before
+    the target is formed.
     """
     low, high = clip_bounds(eps_clip)
     if low <= 0 or high <= 0:

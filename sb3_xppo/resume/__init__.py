@@ -10,10 +10,12 @@ Layer 2: imports ``common`` and ``vec_env``.
 from sb3_xppo.resume.checkpoint import ResumableCheckpoint
 from sb3_xppo.resume.files import CorruptCheckpointError, checkpoints, read_checkpoint, read_latest
 from sb3_xppo.resume.restore import PendingResume, resume_model
+from sb3_xppo.resume.state import CheckpointFormatError
 from sb3_xppo.vec_env.replay import ActionRecorder, ReplayMismatchError
 
 __all__ = [
     "ActionRecorder",
+    "CheckpointFormatError",
     "CorruptCheckpointError",
     "PendingResume",
     "ReplayMismatchError",

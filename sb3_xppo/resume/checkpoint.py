@@ -27,10 +27,11 @@ from typing import Any, cast
 
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
+from sb3_xppo.common.distributed import SINGLE_PROCESS, DataParallel, SingleProcess, learner_of
 from sb3_xppo.resume.callbacks import flattened
 from sb3_xppo.resume.envs import reach_envs
 from sb3_xppo.resume.files import FolderLock
-from sb3_xppo.resume.ranks import any_rank, check_keep, shared_folder, write_folder, write_rank_checkpoint
+from sb3_xppo.resume.ranks import write_rank_checkpoint
 from sb3_xppo.resume.state import capture
 
 
@@ -92,11 +93,20 @@ class ResumableCheckpoint(BaseCallback):
         #: failed writes since the last good one, and when that was (or ``learn()`` started)
         self.failed_writes, self._last_good = 0, time.monotonic()
         self._lock: FolderLock | None = None
+        #: the model's learner (set when training starts)
+        self.learner: SingleProcess | DataParallel = SINGLE_PROCESS
 
     def _on_training_start(self) -> None:
-        check_keep(self.model, self.keep)  # (a data-parallel run: each rank writes its own, sb3_xppo/resume/ranks.py)
-        self.folder = shared_folder(self.model, self.folder)
-        self._lock = FolderLock(write_folder(self.model, self.folder))
+        # the model's learner, called as the loop calls it: one process's decides alone, a data-parallel one's ranks agree
+        self.learner = learner_of(self.model)
+        if self.keep < self.learner.min_keep:
+            raise ValueError(
+                f"ResumableCheckpoint(keep={self.keep}) on a data-parallel run: keep must be >= {self.learner.min_keep}, "
+                "since a rank killed while writing leaves the others one checkpoint ahead, and resume takes the newest "
+                "one every rank has"
+            )
+        self.folder = self.learner.shared_folder(self.folder)
+        self._lock = FolderLock(self.learner.own_folder(self.folder))
         self._lock.acquire()  # (a second writer of the folder: FolderInUseError, before anything is written)
         # the callback learn() runs, whose resumable members are saved (learn()'s local, as SB3 hands it over)
         self._root = self.locals.get("callback", self)
@@ -118,11 +128,11 @@ class ResumableCheckpoint(BaseCallback):
             they write, and stop, at the same one.
         """
         if self.stop_on_sigterm:
-            self.preempted = any_rank(self._sigterm, self.model, "agreeing to stop on SIGTERM")
+            self.preempted = self.learner.agree_any(self._sigterm, "agreeing to stop on SIGTERM")
         if done == 0 or self.rollouts == self._resumed_at:
             return self.preempted
-        by_time = self.every_seconds is not None and any_rank(
-            time.monotonic() - self._last_write >= self.every_seconds, self.model, "agreeing on a checkpoint by time"
+        by_time = self.every_seconds is not None and self.learner.agree_any(
+            time.monotonic() - self._last_write >= self.every_seconds, "agreeing on a checkpoint by time"
         )
         by_count = self.every_rollouts is not None and done % self.every_rollouts == 0
         return by_count or by_time or self.preempted

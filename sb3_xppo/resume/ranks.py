@@ -24,11 +24,22 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import torch.distributed as dist
 from stable_baselines3.common.utils import get_device
 
-from sb3_xppo.common.distributed import LAUNCH_COMMAND, DataParallel, ProcessGroup, check_launched, rank_device
+from sb3_xppo.common.distributed import (
+    LAUNCH_COMMAND,
+    DataParallel,
+    ProcessGroup,
+    check_launched,
+    launched_rank,
+    learner_of,
+    rank_device,
+    rank_folder,
+)
 from sb3_xppo.common.options import XPPOOptions
+
+# (rank_folder and any_rank stay importable here)
+__all__ = ["RANKS", "any_rank", "rank_folder", "read_on_ranks", "restore_rank", "write_rank_checkpoint", "written_on_ranks"]
 from sb3_xppo.resume.files import (
     CorruptCheckpointError,
     checkpoint_name,
@@ -47,84 +58,25 @@ RANKS = "ranks.json"
 RANK_FOLDER = re.compile(r"rank-(\d+)")
 
 
-def rank_folder(folder: str | os.PathLike, rank: int) -> pathlib.Path:
-    """:return: where rank ``rank`` of a data-parallel run writes its checkpoints"""
-    return pathlib.Path(folder) / f"rank-{rank}"
-
-
-def learner_of(model: Any) -> DataParallel | None:
-    """:return: the model's data-parallel learner, or None for a model in one process"""
-    learner = getattr(model, "_data_parallel", None)
-    return learner if isinstance(learner, DataParallel) else None
-
-
 def any_rank(flag: bool, model: Any, what: str = "asking whether any rank raised a flag") -> bool:
     """
     Whether ``flag`` holds on any rank, so that all ranks act together (stop, or write a checkpoint, at the same
-    rollout boundary). One collective on a data-parallel model: every rank must call it at the same point.
-
-    :param flag: this rank's flag (e.g. a SIGTERM received)
-    :param model: the model being trained
-    :param what: what is asked (for a failed collective's message)
-    :return: the flag of any rank; ``flag`` itself for a model in one process
+    rollout boundary): the model's learner's ``agree_any``, one collective on a data-parallel model (every rank calls
+    it at the same point), ``flag`` itself in one process.
     """
-    learner = learner_of(model)
-    return flag if learner is None else learner.group.agree_any(flag, what)
-
-
-def shared_folder(model: Any, folder: pathlib.Path) -> pathlib.Path:
-    """
-    :return: the checkpoint folder of a data-parallel run: rank 0's, on every rank (one collective), so that ranks
-        given other folders (the main job's, whose other ranks run in temporary folders) write beside rank 0;
-        ``folder`` itself for a model in one process
-    """
-    learner = learner_of(model)
-    if learner is None:
-        return folder
-    return pathlib.Path(learner.group.broadcast_object(str(folder), "taking rank 0's checkpoint folder"))
-
-
-def write_folder(model: Any, folder: str | os.PathLike) -> pathlib.Path:
-    """:return: where ``model``'s process writes its checkpoints: ``folder``, or this rank's subfolder of it"""
-    learner = learner_of(model)
-    return pathlib.Path(folder) if learner is None else rank_folder(folder, learner.rank)
-
-
-def check_keep(model: Any, keep: int) -> None:
-    """
-    :raises ValueError: ``keep < 2`` on a data-parallel model (a kill during one rank's write may leave the others one
-        checkpoint ahead: with one kept per rank they would share none)
-    """
-    if learner_of(model) is not None and keep < 2:
-        raise ValueError(
-            f"ResumableCheckpoint(keep={keep}) on a data-parallel run: keep must be >= 2, since a rank killed while "
-            "writing leaves the others one checkpoint ahead, and resume takes the newest one every rank has"
-        )
+    return learner_of(model).agree_any(flag, what)
 
 
 def write_rank_checkpoint(model: Any, folder: str | os.PathLike, members: dict[str, bytes], keep: int) -> pathlib.Path:
     """
-    Write a checkpoint of ``model``'s members: in ``folder`` for a model in one process; in this rank's subfolder
-    for a data-parallel one (the model on rank 0 only, :data:`RANKS` added).
+    Write a checkpoint of ``model``'s members where its learner writes: ``folder`` for a model in one process, this
+    rank's subfolder for a data-parallel one (the model on rank 0 only, :data:`RANKS` added).
 
     :return: the checkpoint's path
     """
-    name = checkpoint_name(model.num_timesteps)
     learner = learner_of(model)
-    if learner is None:
-        return write_checkpoint(folder, name, members, keep)
-    members = dict(members)
-    model_file = members.pop(MODEL)
-    if learner.rank == 0:
-        members[MODEL] = model_file
-    ranks = {
-        "rank": learner.rank,
-        "world_size": learner.world_size,
-        "seed": model.seed,
-        "distributed_timeout": model.options.distributed_timeout,
-    }
-    members[RANKS] = json.dumps(ranks).encode()
-    return write_checkpoint(write_folder(model, folder), name, members, keep)
+    own = learner.checkpoint_members(members, model, MODEL, RANKS)
+    return write_checkpoint(learner.own_folder(folder), checkpoint_name(model.num_timesteps), own, keep)
 
 
 def rank_folders(folder: str | os.PathLike) -> list[pathlib.Path]:
@@ -244,7 +196,7 @@ def read_on_ranks(folder: str | os.PathLike, kwargs: dict[str, Any]) -> tuple[pa
             f"{folder} holds the checkpoints of a data-parallel run ({written} rank folders): resume it on as many ranks, "
             f"each calling resume() under PyTorch's launcher: {LAUNCH_COMMAND}"
         ) from None
-    rank = dist.get_rank() if dist.is_initialized() else int(os.environ["RANK"])
+    rank = launched_rank()
     good, summary = survey(rank_folder(root, rank), rank)
     device = rank_device(kwargs.get("device", "auto"))
     timeout = kwargs.get("distributed_timeout", summary["timeout"] or XPPOOptions.distributed_timeout)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import random
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -28,6 +30,12 @@ from sb3_xppo.resume.files import CorruptCheckpointError
 COUNTERS = ("num_timesteps", "_n_updates", "_current_progress_remaining", "_total_timesteps", "_episode_num")
 #: the member names of a checkpoint
 MODEL, STATE, ARRAYS = "model.zip", "state.json", "arrays.npz"
+#: the layout of ``state.json`` this version writes and reads (a checkpoint of another is refused, naming both)
+FORMAT = 1
+
+
+class CheckpointFormatError(ValueError):
+    """A checkpoint written in a layout this version of the package does not read (:data:`FORMAT`)."""
 
 
 def rng_state(model: BaseAlgorithm) -> dict[str, Any]:
@@ -113,6 +121,74 @@ def _restored(array: Any, strides: Any) -> Any:
     return laid_out
 
 
+@dataclass(frozen=True)
+class ModelPart:
+    """One part of the model that a checkpoint holds beside the model's file: its keys in ``state.json``, how
+    :func:`capture` reads them off the model, and how :func:`restore_model_state` puts them back."""
+
+    keys: tuple[str, ...]
+    #: ``read(model) -> values``, one per key
+    read: Callable[[BaseAlgorithm], tuple[Any, ...]]
+    #: ``put(model, *values)``, the values as read
+    put: Callable[..., None]
+
+
+def _put_counters(model: BaseAlgorithm, counters: dict[str, Any]) -> None:
+    for name, value in counters.items():  # (read_state let only COUNTERS through)
+        setattr(model, name, value)
+
+
+def _put_last_obs(model: BaseAlgorithm, last_obs: Any, strides: Any) -> None:
+    model._last_obs = _restored(last_obs, strides)
+
+
+def _put_last_original_obs(model: BaseAlgorithm, last_original_obs: Any, strides: Any) -> None:
+    if last_original_obs is not None:
+        model._last_original_obs = _restored(last_original_obs, strides)
+
+
+def _lstm_states(model: BaseAlgorithm) -> tuple[list[np.ndarray] | None]:
+    lstm = getattr(model, "_last_lstm_states", None)
+    return (None if lstm is None else [t.cpu().numpy() for pair in lstm for t in pair],)
+
+
+def _put_lstm_states(model: BaseAlgorithm, states: list[np.ndarray] | None) -> None:
+    if states is not None:
+        h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in states)
+        model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]
+
+
+def _put_episode_buffers(model: BaseAlgorithm, infos: list[Any], successes: list[Any]) -> None:
+    window = model._stats_window_size
+    model.ep_info_buffer = deque(infos, maxlen=window)
+    model.ep_success_buffer = deque(successes, maxlen=window)
+
+
+#: what a checkpoint holds of the model beside its file, one row per part: :func:`capture` and
+#: :func:`restore_model_state` both read this table
+MODEL_PARTS = (
+    ModelPart(("counters",), lambda model: ({name: getattr(model, name) for name in COUNTERS},), _put_counters),
+    ModelPart(("last_obs", "last_obs_strides"), lambda model: _kept(model._last_obs), _put_last_obs),
+    ModelPart(
+        ("last_episode_starts",),
+        lambda model: (np.array(model._last_episode_starts),),
+        lambda model, starts: setattr(model, "_last_episode_starts", starts.copy()),
+    ),
+    ModelPart(
+        ("last_original_obs", "last_original_obs_strides"),
+        lambda model: _kept(getattr(model, "_last_original_obs", None)),
+        _put_last_original_obs,
+    ),
+    ModelPart(("lstm_states",), _lstm_states, _put_lstm_states),
+    ModelPart(("sde_noise",), lambda model: (sde_noise(model),), restore_sde_noise),
+    ModelPart(
+        ("ep_info_buffer", "ep_success_buffer"),
+        lambda model: (list(model.ep_info_buffer or []), list(model.ep_success_buffer or [])),
+        _put_episode_buffers,
+    ),
+)
+
+
 def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[str, bytes]:
     """
     :param model: the model, at a rollout boundary (after ``train()``, before the next rollout)
@@ -122,29 +198,19 @@ def capture(model: BaseAlgorithm, root_callback: BaseCallback | None) -> dict[st
     assert model.env is not None
     model_file = io.BytesIO()
     model.save(model_file)
-    lstm = getattr(model, "_last_lstm_states", None)
-    last_obs, last_obs_strides = _kept(model._last_obs)
-    last_original_obs, last_original_obs_strides = _kept(getattr(model, "_last_original_obs", None))
-    state = {
-        "format": 1,
-        "algorithm": type(model).__name__,
-        "counters": {name: getattr(model, name) for name in COUNTERS},
-        "last_obs": last_obs,
-        "last_obs_strides": last_obs_strides,
-        "last_episode_starts": np.array(model._last_episode_starts),
-        "last_original_obs": last_original_obs,
-        "last_original_obs_strides": last_original_obs_strides,
-        "lstm_states": None if lstm is None else [t.cpu().numpy() for pair in lstm for t in pair],
-        "sde_noise": sde_noise(model),
-        "ep_info_buffer": list(model.ep_info_buffer or []),
-        "ep_success_buffer": list(model.ep_success_buffer or []),
-        "rng": rng_state(model),
-        "vec_normalize": vec_normalize_state(model._vec_normalize_env),
-        "envs": envs_state(model.env),
-        "callbacks": callbacks_state(root_callback),
-        "callback_calls": calls_state(root_callback),
-        "logger": logger_state(model),
-    }
+    state: dict[str, Any] = {"format": FORMAT, "algorithm": type(model).__name__}
+    for part in MODEL_PARTS:
+        state.update(zip(part.keys, part.read(model), strict=True))
+    state.update(
+        {
+            "rng": rng_state(model),
+            "vec_normalize": vec_normalize_state(model._vec_normalize_env),
+            "envs": envs_state(model.env),
+            "callbacks": callbacks_state(root_callback),
+            "callback_calls": calls_state(root_callback),
+            "logger": logger_state(model),
+        }
+    )
     text, arrays = encode(state)
     return {MODEL: model_file.getvalue(), STATE: text, ARRAYS: arrays}
 
@@ -179,13 +245,24 @@ def read_state(members: dict[str, bytes], path: Any = "the checkpoint") -> dict[
     :param members: the checkpoint's members
     :param path: the checkpoint, for errors
     :return: the state :func:`capture` wrote (no pickle)
+    :raises CheckpointFormatError: for a checkpoint of another :data:`FORMAT`, naming it
     :raises CorruptCheckpointError: for counters other than the ones the package writes (a checkpoint sets no other
-        attribute of the model)
+        attribute of the model), or a part of :data:`MODEL_PARTS` missing
     """
     try:
         state = decode(members[STATE], members[ARRAYS])
     except ValueError as error:
         raise CorruptCheckpointError(f"{path}: {error}") from None
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(f"{path}: its state is not a mapping")
+    if state.get("format") != FORMAT:
+        raise CheckpointFormatError(
+            f"{path} is a checkpoint of format {state.get('format')!r}, and this version of sb3-xppo reads format "
+            f"{FORMAT}: resume it with the version that wrote it"
+        )
+    missing = [key for part in MODEL_PARTS for key in part.keys if key not in state]
+    if missing:
+        raise CorruptCheckpointError(f"{path}: its state lacks {missing}")
     counters = state.get("counters")
     if not isinstance(counters, dict) or set(counters) != set(COUNTERS):
         names = sorted(counters) if isinstance(counters, dict) else counters
@@ -197,19 +274,8 @@ def read_state(members: dict[str, bytes], path: Any = "the checkpoint") -> dict[
 
 def restore_model_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
     """
-    Put the counters, the rollout position, the LSTM states, ``use_sde``'s noise and the episode buffers back on a
-    loaded model.
+    Put the parts of :data:`MODEL_PARTS` back on a loaded model: the counters, the rollout position, the LSTM states,
+    ``use_sde``'s noise and the episode buffers.
     """
-    for name, value in state["counters"].items():
-        setattr(model, name, value)
-    model._last_obs = _restored(state["last_obs"], state.get("last_obs_strides"))
-    model._last_episode_starts = state["last_episode_starts"].copy()
-    if state["last_original_obs"] is not None:
-        model._last_original_obs = _restored(state["last_original_obs"], state.get("last_original_obs_strides"))
-    if state["lstm_states"] is not None:
-        h_pi, c_pi, h_vf, c_vf = (th.as_tensor(a.copy(), device=model.device) for a in state["lstm_states"])
-        model._last_lstm_states = RNNStates((h_pi, c_pi), (h_vf, c_vf))  # type: ignore[attr-defined]
-    restore_sde_noise(model, state.get("sde_noise"))
-    window = model._stats_window_size
-    model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=window)
-    model.ep_success_buffer = deque(state["ep_success_buffer"], maxlen=window)
+    for part in MODEL_PARTS:
+        part.put(model, *(state[key] for key in part.keys))

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sb3_xppo.common.options import ACTOR_LOSSES, CLIPPING_VALUE_LOSSES, DUAL_CLIP_ACTOR_LOSSES
+from sb3_xppo.common.loss_registry import ACTOR_LOSS_REGISTRY, ACTOR_LOSSES, VALUE_LOSS_REGISTRY
+from sb3_xppo.common.loss_registry import VALUE_LOSSES as BUILT_IN_VALUE_LOSSES
 
 if TYPE_CHECKING:
     import optuna
 
-# XPPO's own search space, sampled on top of rl-zoo3's PPO space (the names are optuna parameter names); the loss
-# names are the options' (sb3_xppo.common.options). 'hl_gauss' is not drawn: its support needs configuring.
-VALUE_LOSSES = ("mse", *CLIPPING_VALUE_LOSSES)
+# XPPO's own search space, sampled on top of rl-zoo3's PPO space (the names are optuna parameter names); the losses
+# are the registry's built-in ones (sb3_xppo.common.loss_registry), the value losses those it marks searched
+# ('hl_gauss' is not: its support needs configuring).
+VALUE_LOSSES = tuple(name for name in BUILT_IN_VALUE_LOSSES if VALUE_LOSS_REGISTRY[name].searched)
 NORMALIZE_ADVANTAGE = {"minibatch": "minibatch", "rollout": "rollout", "off": False}
 DUAL_CLIP_THRESHOLDS = (None, 2.0, 3.0, 5.0)
 CLIP_RANGE_VF = (0.1, 0.2, 0.5, 1.0)
@@ -132,8 +134,8 @@ def _convert_xppo_choices(sampled: dict[str, Any]) -> dict[str, Any]:
         # plain MSE does not clip: the sampled clip range is dropped (left out, not None, which rl-zoo3's parsing of a
         # stored trial refuses; an entry's own clip_range_vf is ignored by 'mse', with a warning)
         hyperparams.pop("clip_range_vf", None)
-    if hyperparams.get("actor_loss", "clip") not in DUAL_CLIP_ACTOR_LOSSES:
-        # XPPO refuses dual clipping with SPO and HPO (it removes their restoring gradient): the drawn threshold is
-        # dropped
+    if not ACTOR_LOSS_REGISTRY[hyperparams.get("actor_loss", "clip")].dual_clip:
+        # XPPO refuses dual clipping with a loss that does not take it (SPO's and HPO's restoring gradient): the drawn
+        # threshold is dropped
         hyperparams["dual_clip"] = None
     return hyperparams

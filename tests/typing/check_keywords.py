@@ -8,8 +8,9 @@ XPPO("MlpPolicy", "CartPole-v1", options=XPPOOptions(actor_loss="hpo"), reward_g
 RecurrentXPPO("MlpLstmPolicy", "CartPole-v1", sequence_batching=True, n_steps=128)
 MaskableXPPO("MlpPolicy", "CartPole-v1", dual_clip=3.0, log_ratio_clamp=(-1.0, 1.0))
 
-# the four errors mypy reports
+# the five errors mypy reports (a misspelt loss name among them)
 XPPO("MlpPolicy", "CartPole-v1", not_a_keyword=3)
 XPPO("MlpPolicy", "CartPole-v1", n_steps="many")
 RecurrentXPPO("MlpLstmPolicy", "CartPole-v1", actor_loss=1)
 MaskableXPPO("MlpPolicy", "CartPole-v1", sequence_batching=True)
+XPPO("MlpPolicy", "CartPole-v1", actor_loss="cilp")

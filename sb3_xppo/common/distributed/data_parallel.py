@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Iterator
+import json
+import os
+import pathlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -124,9 +127,42 @@ class SingleProcess:
         """None: the gradients are this process's"""
         return None
 
+    # --- resumable checkpoints (sb3_xppo/resume/) --------------------------------------------------------------------
+
+    #: the fewest checkpoints a folder may keep
+    min_keep = 1
+
+    def agree_any(self, flag: bool, what: str) -> bool:
+        """:return: ``flag``: this process decides alone"""
+        return flag
+
+    def shared_folder(self, folder: pathlib.Path) -> pathlib.Path:
+        """:return: ``folder``: the checkpoint folder is this process's"""
+        return folder
+
+    def own_folder(self, folder: str | os.PathLike) -> pathlib.Path:
+        """:return: where this process writes its checkpoints: ``folder``"""
+        return pathlib.Path(folder)
+
+    def checkpoint_members(
+        self, members: Mapping[str, bytes], model: Any, model_member: str, ranks_member: str
+    ) -> dict[str, bytes]:
+        """:return: the members of this process's checkpoint: ``members``"""
+        return dict(members)
+
 
 #: the learner of every model in one process (it holds no state)
 SINGLE_PROCESS = SingleProcess()
+
+
+def rank_folder(folder: str | os.PathLike, rank: int) -> pathlib.Path:
+    """:return: rank ``rank``'s subfolder of a data-parallel run's checkpoint folder, where it alone writes"""
+    return pathlib.Path(folder) / f"rank-{rank}"
+
+
+def learner_of(model: Any) -> SingleProcess | DataParallel:
+    """:return: the model's learner: its :class:`DataParallel` one, else :data:`SINGLE_PROCESS` (a stock SB3 model too)"""
+    return getattr(model, "_data_parallel", SINGLE_PROCESS)
 
 
 class DataParallel:
@@ -155,6 +191,47 @@ class DataParallel:
     def n_processes(self) -> int:
         """the processes that step alike (``num_timesteps`` counts all their steps): the ranks"""
         return self.group.world_size
+
+    # --- resumable checkpoints (sb3_xppo/resume/) --------------------------------------------------------------------
+
+    #: the fewest checkpoints a folder may keep: a rank killed while writing leaves the others one checkpoint ahead,
+    #: and resume takes the newest one every rank has, so with one kept per rank they would share none
+    min_keep = 2
+
+    def agree_any(self, flag: bool, what: str) -> bool:
+        """:return: whether ``flag`` holds on any rank (one collective), so that the ranks stop, or write, together"""
+        return self.group.agree_any(flag, what)
+
+    def shared_folder(self, folder: pathlib.Path) -> pathlib.Path:
+        """
+        :return: rank 0's checkpoint folder, on every rank (one collective): ranks given other folders (the main job's,
+            whose other ranks run in temporary folders) write beside rank 0
+        """
+        return pathlib.Path(self.group.broadcast_object(str(folder), "taking rank 0's checkpoint folder"))
+
+    def own_folder(self, folder: str | os.PathLike) -> pathlib.Path:
+        """:return: where this rank writes its checkpoints: its subfolder of ``folder`` (:func:`rank_folder`)"""
+        return rank_folder(folder, self.rank)
+
+    def checkpoint_members(
+        self, members: Mapping[str, bytes], model: Any, model_member: str, ranks_member: str
+    ) -> dict[str, bytes]:
+        """
+        :param members: the checkpoint's members
+        :param model: the model being trained
+        :param model_member: the member holding the model, which rank 0 alone writes (every rank holds the same)
+        :param ranks_member: the member that names this rank: ``{"rank", "world_size", "seed", "distributed_timeout"}``
+        :return: the members of this rank's checkpoint
+        """
+        own = {name: data for name, data in members.items() if name != model_member or self.rank == 0}
+        ranks = {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "seed": model.seed,
+            "distributed_timeout": model.options.distributed_timeout,
+        }
+        own[ranks_member] = json.dumps(ranks).encode()
+        return own
 
     # --- at the start -----------------------------------------------------------------------------------------------
 

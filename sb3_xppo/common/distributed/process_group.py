@@ -51,6 +51,11 @@ def check_launched() -> None:
         )
 
 
+def launched_rank() -> int:
+    """:return: this process's rank: the joined group's, else the launcher's ``RANK`` (:func:`check_launched` first)"""
+    return dist.get_rank() if dist.is_initialized() else int(os.environ["RANK"])
+
+
 def rank_device(device: th.device | str) -> th.device | str:
     """
     :param device: the model's ``device`` keyword
