@@ -91,6 +91,7 @@ import numpy as np
 import stable_baselines3
 import torch as th
 from harness.layout import RESULTS, SINGLE
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 from harness.speed_profile import ALGOS, CATEGORIES, CLOCKS, ENV_ONLY, Profiler, instrument, patched
 from harness.speed_tables import format_contrib_table, format_sequences_table, format_table, plot
@@ -327,6 +328,8 @@ def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool
         ratio_best=ratio,
         ratio_median=speed["XPPO"]["median"] / speed["PPO"]["median"],
         ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
+        # the pairs and the median's 95% bootstrap interval (harness/paired.py)
+        ratio_paired_spread=paired_ratio([p.seconds / x.seconds for p, x in pairs]),
         cpu_ratio_best=speed["XPPO"]["cpu_best"] / speed["PPO"]["cpu_best"],
         cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
         share_of_env_limit={n: speed[n]["best"] / speed[ENV_ONLY]["best"] for n in ALGOS},
@@ -451,6 +454,7 @@ def benchmark_contrib(
                 ratio_best=speed["XPPO"]["best"] / speed["parent"]["best"],
                 ratio_median=speed["XPPO"]["median"] / speed["parent"]["median"],
                 ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
+                ratio_paired_spread=paired_ratio([p.seconds / x.seconds for p, x in pairs]),
                 cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
                 bit_exact=exact,
                 max_abs_param_diff=diff,

@@ -13,12 +13,12 @@ Whole-process speed of the training command: ``python -m sb3_xppo.train`` (XPPO 
 - **Exactness**: the two saved final models' policy parameters are compared after the first repetition (XPPO's
   defaults are PPO's, the lean VecEnv's numbers ``DummyVecEnv``'s): ``bit_exact``.
 - **Reported**: the XPPO/PPO ratio of the best runs and the median paired ratio (PPO seconds / XPPO seconds in the
-  same repetition), on wall and CPU time.
+  same repetition), on wall and CPU time; the pairs and the median's 95% bootstrap interval (``ratio_paired_spread``).
 - **Target** (docs/guide/development.md): >= 1.6x on LunarLander-v3.
 - **Outputs**: a printed table and ``benchmarks/results/single/train_cli.json``.
 
-usage: python benchmarks/train_cli.py [--env LunarLander-v3] [--steps 131072] [--reps 3] [--seed 0] [--out FILE]
-       (the defaults take about six minutes on one free core)
+usage: python benchmarks/train_cli.py [--env LunarLander-v3] [--steps 131072] [--reps 5] [--seed 0] [--out FILE]
+       (the defaults take about ten minutes on one free core)
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 import rl_zoo3
 import torch as th
 from harness.layout import single_file, write_result
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 from stable_baselines3 import PPO
 
@@ -103,6 +104,8 @@ def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
         return best, paired
 
     (best, paired), (cpu_best, cpu_paired) = ratios("seconds"), ratios("cpu_seconds")
+    # the pairs and the median's 95% bootstrap interval (harness/paired.py)
+    spread = paired_ratio([p["seconds"] / x["seconds"] for p, x in zip(by["PPO"], by["XPPO"], strict=True)])
     target = TARGETS.get(env_id)
     return dict(
         env=env_id,
@@ -112,6 +115,7 @@ def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
         runs=[{k: v for k, v in r.items() if k != "model"} for r in runs],
         ratio_best=best,
         ratio_paired=paired,
+        ratio_paired_spread=spread,
         cpu_ratio_best=cpu_best,
         cpu_ratio_paired=cpu_paired,
         target=target,
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="LunarLander-v3")
     parser.add_argument("--steps", type=int, default=131072)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=single_file("train_cli.json"))
     args = parser.parse_args(argv)

@@ -72,8 +72,10 @@ def resolve_reexport(app: Any, env: Any, node: Any, contnode: Any) -> Any:
 
 
 #: In a table cell, a line may break after these characters of an identifier, a path or a contender's name
-#: (``xppo@normalize_values=True``, ``sb3_xppo/TwoStylePendulum-v0``): boundaries between the words of a token
-TOKEN_BREAKS = re.compile(r"(?<=[_@=/.,:(\[])(?=\w)")
+#: (``xppo@normalize_values=True``, ``sb3_xppo/TwoStylePendulum-v0``): boundaries between the words of a token.
+#: Never inside a number, a version or a signed figure: ``.``, ``,``, ``/`` and ``:`` break only after a letter
+#: (``sb3_xppo.common``, ``docs/guide``), never in ``0.56``, ``753,664``, ``-212.0``, ``v2.3.1`` or ``10/10``
+TOKEN_BREAKS = re.compile(r"(?<=[_@=(\[])(?=\w)|(?<=[^\W\d][/:])(?=\w)|(?<=[^\W\d][.,])(?=[^\W\d])|(?<=\)[.,])(?=[^\W\d])")
 
 
 def break_tokens_in_tables(app: Any, doctree: Any, docname: str) -> None:

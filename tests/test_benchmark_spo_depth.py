@@ -5,14 +5,17 @@ run records (without changing any cached run's key), their summary, and the regi
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import harness.regions.summary
 import harness.runs
 import harness.zoo
 import learning
+import numpy as np
 import pytest
 import rl_zoo3
 import torch as th
@@ -21,6 +24,7 @@ from harness import train_logs
 from harness.contenders import Contender, deepened, parse_contender
 from harness.layout import RESULTS
 from harness.regions import results, spo_depth
+from harness.regions.figures import rank_side, seed_robust_verdict
 from harness.runs import Task, build_run, run_task
 from harness.train_logs import TrainLogs
 
@@ -132,13 +136,18 @@ def test_the_plot_is_drawn(tmp_path):
 # --- the region --------------------------------------------------------------------------------------------------------
 
 
-def _row(iqm: float, n_seeds: int, spread: float = 10.0) -> dict:
+def _row(iqm: float | list[float], n_seeds: int, spread: float = 10.0) -> dict:
+    """A summary row: per seed ``iqm + spread * (seed - middle)`` (or the given finals), the curve at half of them."""
+    finals = list(iqm) if isinstance(iqm, list) else [iqm + spread * (i - (n_seeds - 1) / 2) for i in range(n_seeds)]
+    middle = float(np.median(finals))
     return dict(
         seeds=list(range(n_seeds)),
-        final_iqm=iqm,
-        final_iqm_ci=[iqm - spread, iqm + spread],
-        curve_iqm=iqm / 2,
-        curve_iqm_ci=[iqm / 2 - spread, iqm / 2 + spread],
+        final_per_seed=finals,
+        final_iqm=middle,
+        final_iqm_ci=[middle - spread, middle + spread],
+        curve_per_seed=[v / 2 for v in finals],
+        curve_iqm=middle / 2,
+        curve_iqm_ci=[middle / 2 - spread, middle / 2 + spread],
     )
 
 
@@ -147,7 +156,7 @@ def _ratio(n_seeds: int, early: float, run: float, clip: float) -> dict:
     return dict(seeds=list(range(n_seeds)), ratio_deviation=stat, clip_fraction=stat, clip_range=dict(early=clip, run=clip))
 
 
-def _write(root: Path, kind: str, n_seeds: int, finals: dict[str, float], deviations: dict[str, float]) -> None:
+def _write(root: Path, kind: str, n_seeds: int, finals: dict[str, Any], deviations: dict[str, float]) -> None:
     """A campaign of ``kind``: per env and loss ``n_seeds`` seeds, final IQM ``finals[loss]``, mean |r - 1| as given."""
     summary, logs = {}, {}
     for env_id in spo_depth.ENVS:
@@ -227,6 +236,73 @@ def test_the_answer_once_every_run_is_in(results_in, finals, deep, zoo, answer):
         f"Walker2d-v5: final {verdict}, curve {verdict}"
     )
     assert claim in harness.regions.summary.render_decision(results.ROOT / spo_depth.PAGE)
+
+
+#: Walker2d-v5's finals at 7 hidden layers, seeds 0-4 (the spo_depth campaign): SPO's lead rests on every seed
+WALKER_FINALS = dict(clip=[514.86, 502.22, 805.85, 648.54, 800.35], spo=[3340.45, 1190.74, 1269.38, 756.63, 1133.96])
+
+
+def test_one_seed_carrying_the_difference_is_inconclusive(results_in):
+    """The verdict code given a seed set whose lead one seed carries: ahead with all five, level without seed 0."""
+    _write(results_in, spo_depth.DEEP, 5, WALKER_FINALS, dict(clip=0.5, spo=0.05))
+    _write(results_in, spo_depth.SHORT, 3, dict(clip=1000.0, spo=1000.0), dict(clip=0.1, spo=0.05))
+    text = spo_depth.render_spo_depth(results.ROOT / spo_depth.PAGE)
+    assert "**Answer:** Inconclusive at 1M steps: SPO is ahead of PPO's clip with every seed, but the lead does not " in text
+    assert "on Hopper-v5's final and curve return (level without seed 0, 1, 2, 4)" in text
+    assert "| inconclusive (p = 0.032), inconclusive (p = 0.032) |" in text
+    claim = spo_depth.spo_claim()
+    assert claim is not None and claim.startswith("inconclusive at 7 hidden layers and 1M steps (one seed carries")
+    # the setups side by side: the paper's (its code) and the campaign's per env
+    assert "| clip range | 0.2 | 0.2 | 0.1 |" in text and "| budget (steps) | 10M | 1M | 1M |" in text
+    assert "| actor (hidden layers) | 256-256-128-128-64-64, Tanh | 7 x 256, ReLU | 7 x 64, Tanh |" in text
+
+
+def exact_two_sided_p(values: list[float], base: list[float]) -> float:
+    """Mann-Whitney's exact two-sided p by enumeration (a plain loop over every split of the pooled values)."""
+    pooled = values + base
+
+    def u(first: list[float], second: list[float]) -> float:
+        return sum((a > b) + 0.5 * (a == b) for a in first for b in second)
+
+    observed = u(values, base)
+    centre = len(values) * len(base) / 2
+    splits = list(itertools.combinations(range(len(pooled)), len(values)))
+    extreme = 0
+    for chosen in splits:
+        first = [pooled[i] for i in chosen]
+        second = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        extreme += abs(u(first, second) - centre) >= abs(observed - centre)
+    return extreme / len(splits)
+
+
+def test_the_rank_test_by_hand_and_by_a_plain_loop():
+    # 5 seeds all above 5: U = 25, the most extreme of C(10, 5) = 252 splits on either side: p = 2 / 252
+    side, p = rank_side([10, 11, 12, 13, 14], [1, 2, 3, 4, 5])
+    assert side == "ahead" and p == pytest.approx(2 / 252)
+    # without any one seed, 4 against 4: p = 2 / C(8, 4) = 2 / 70 < 0.05, so the lead holds
+    found = seed_robust_verdict(dict(enumerate([10.0, 11, 12, 13, 14])), dict(enumerate([1.0, 2, 3, 4, 5])))
+    assert found["verdict"] == "ahead" and set(found["without"].values()) == {"ahead"}
+    assert found["difference"][0] == pytest.approx(9.0)  # IQMs: mean(11, 12, 13) - mean(2, 3, 4)
+    assert rank_side([1, 2, 3, 4, 5], [10, 11, 12, 13, 14])[0] == "behind"
+    for values, base in ((WALKER_FINALS["spo"], WALKER_FINALS["clip"]), ([1.0, 5, 2, 8], [3.0, 4, 6, 7, 9])):
+        assert rank_side(values, base)[1] == pytest.approx(exact_two_sided_p(values, base))
+
+
+def test_collapses_are_read_from_the_cited_runs(results_in):
+    _write(results_in, spo_depth.DEEP, 5, dict(clip=1000.0, spo=2000.0), dict(clip=0.5, spo=0.05))
+    report_path = results_in / "campaigns" / "spo_depth" / "report.json"
+    report = json.loads(report_path.read_text())
+    report["runs"] = []
+    for loss, means in (("clip", [900.0, 100.0, 950.0]), ("spo", [900.0, 300.0, 950.0])):
+        file = f"runs/{loss}.json"
+        run = dict(eval_means=means, eval_steps=[100_000, 200_000, 300_000], seed=0, resumed_at=None)
+        (results_in / "runs").mkdir(exist_ok=True)
+        (results_in / file).write_text(json.dumps(run))
+        report["runs"].append(dict(env="Hopper-v5", contender=spo_depth.contender_of(spo_depth.DEEP, loss), seed=0, file=file))
+    report_path.write_text(json.dumps(report))
+    text = spo_depth.render_spo_depth(results.ROOT / spo_depth.PAGE)
+    # below a quarter of the best so far: clip's 100 after 900; spo's 300 is a third, no collapse
+    assert "Hopper-v5: `clip` on seed 0 (900 at 100k to 100 at 200k, 950 at the end); Walker2d-v5: none." in text
 
 
 def test_the_campaign_contenders_are_the_overrides_the_campaign_runs():

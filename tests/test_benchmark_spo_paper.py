@@ -161,7 +161,7 @@ def test_a_run_records_its_training_episodes_and_resumes_them_exactly(tmp_path):
     assert [Path(c).name for c in checkpoints] == ["resume-000000002048.ckpt", "resume-000000004096.ckpt"]
     os.remove(checkpoints[-1])
     resumed = train_and_evaluate(task, str(tmp_path), every_seconds=1e-6)
-    assert reference["resumed_at"] == [] and resumed["resumed_at"] == [2048]
+    assert reference["resumed_at"] is None and resumed["resumed_at"] == [2048]  # (null: never resumed)
     episodes = reference["train_episodes"]
     assert set(episodes) == {"steps", "returns", "episodes"} and len(episodes["steps"]) == len(episodes["returns"]) > 0
     assert set(episodes["steps"]) <= {2048, 4096, 6144} and episodes["steps"] == sorted(episodes["steps"])

@@ -11,6 +11,7 @@ Needs Debian's ``chromium`` (``.ci/run`` installs it) and the built site (``.ci/
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -47,22 +48,36 @@ window.addEventListener("load", () => setTimeout(() => {
     src: img.getAttribute("src"), natural: img.naturalWidth, shown: img.clientWidth,
     box: img.parentElement.clientWidth,
   }));
-  // a word (letters and digits) of a table cell laid out on two lines: the rectangles of its range on two lines
+  // a word of a table cell laid out on two lines: the rectangles of its range on two lines. A word is a run of
+  // letters and digits; a number with its sign (one that starts a word, before a digit) and its separators (0.56,
+  // -212.0, 753,664) and a version (v2.3.1) are one word each. The word's text may span several text nodes (a <wbr>
+  // between them), so it is read from the cell's text
   const split = [];
+  const WORD = /(?<![\\p{L}\\p{N}])(?:[-+\u2212](?=\\p{N}))?[\\p{L}\\p{N}]+(?:[.,]\\p{N}+)*/gu;
   for (const cell of document.querySelectorAll("table.docutils td, table.docutils th")) {
     const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    let text = "";
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const word of node.data.matchAll(/[\\p{L}\\p{N}]+/gu)) {
-        const range = document.createRange();
-        range.setStart(node, word.index);
-        range.setEnd(node, word.index + word[0].length);
-        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
-        if (lines.size > 1) split.push({word: word[0], cell: cell.innerText.slice(0, 60)});
-      }
+      nodes.push({node, start: text.length});
+      text += node.data;
+    }
+    const at = (offset) => {
+      const found = nodes.filter((n) => n.start <= offset).pop();
+      return [found.node, offset - found.start];
+    };
+    for (const word of text.matchAll(WORD)) {
+      const range = document.createRange();
+      range.setStart(...at(word.index));
+      const [last, offset] = at(word.index + word[0].length - 1);  // (the node holding the word's last character)
+      range.setEnd(last, offset + 1);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (lines.size > 1) split.push({word: word[0], cell: cell.innerText.slice(0, 60)});
     }
   }
   const code = [...document.querySelectorAll(".rst-content pre")].map((pre) => ({
     scroll: pre.scrollWidth, shown: pre.clientWidth, text: pre.innerText.split("\\n")[0].slice(0, 80),
+    overflow: getComputedStyle(pre).overflowX, wraps: getComputedStyle(pre).whiteSpace !== "pre",
   }));
   const out = document.createElement("pre");
   out.id = "MARKER";
@@ -130,7 +145,10 @@ def test_page_renders_legibly(page: Path, width: int) -> None:
     assert found["page"] <= found["window"] + 1, "the page scrolls sideways"
     assert found["split"] == [], f"words split across lines in table cells: {found['split'][:5]}"
     for code in found["code"]:
-        assert code["scroll"] <= code["shown"] + 1, f"code runs off its box: {code['text']}"
+        # a code line is never wrapped (its continuation would start at column 0): a wider one scrolls in its box
+        assert not code["wraps"], f"a code block wraps its lines: {code['text']}"
+        fits = code["scroll"] <= code["shown"] + 1
+        assert fits or code["overflow"] in ("auto", "scroll"), f"code runs off its box: {code['text']}"
 
 
 def test_the_probe_catches_a_split_row_and_a_huge_figure(tmp_path: Path) -> None:
@@ -171,6 +189,38 @@ def test_the_probe_catches_a_word_split_and_a_wide_code_block(tmp_path: Path) ->
         "normalize_<wbr>values everywhere</td><td>ok</td></tr></tbody></table></div></body></html>"
     )
     assert measure(page, 1024)["split"] == []
+
+
+def test_the_probe_reads_numbers_whole_and_the_pages_break_none(tmp_path: Path) -> None:
+    """
+    Negative control: the break points the pages had (a ``<wbr>`` after every ``.`` and ``,``) split ``0.56``,
+    ``753,664`` and ``-212.0`` in a narrow cell, and the probe reads each as one word split; the pages' break points
+    now (``docs/conf.py``'s ``TOKEN_BREAKS``) put none inside a number, and the same cell splits nothing.
+    """
+    needs_browser()
+    spec = importlib.util.spec_from_file_location("docs_conf", ROOT / "docs" / "conf.py")
+    conf = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(conf)  # type: ignore[union-attr]
+    TOKEN_BREAKS = conf.TOKEN_BREAKS
+    numbers = ["0.56", "753,664", "-212.0", "v2.3.1", "10/10"]
+    old = re.compile(r"(?<=[_@=/.,:(\[])(?=\w)")  # (the rule before)
+
+    def page(rule: re.Pattern) -> str:
+        cells = "".join(f"<td>{'<wbr>'.join(rule.split(number))}</td>" for number in numbers)
+        return (
+            '<html><body><div class="rst-content" style="width:300px"><table class="docutils" style="width:40px">'
+            f'<tbody><tr><td style="width:1px; overflow-wrap:normal">x</td>{cells}</tr></tbody></table></div></body></html>'
+        )
+
+    bad = tmp_path / "bad.html"
+    bad.write_text(page(old).replace("<td>", '<td style="width:1px; max-width:1px; overflow-wrap:normal">'))
+    found = {s["word"] for s in measure(bad, 1024)["split"]}
+    assert {"0.56", "753,664", "-212.0"} <= found, found
+    good = tmp_path / "good.html"
+    good.write_text(page(TOKEN_BREAKS).replace("<td>", '<td style="width:1px; max-width:1px; overflow-wrap:normal">'))
+    assert measure(good, 1024)["split"] == []
+    assert all(TOKEN_BREAKS.split(number) == [number] for number in numbers)
+    assert TOKEN_BREAKS.split("sb3_xppo.common") == ["sb3_", "xppo.", "common"]  # identifiers still break
 
 
 # --- the markdown sources, as GitHub renders them (no browser needed) ---

@@ -43,7 +43,8 @@ VEC_ENV_OVERRIDE = "vec_env"
 #: ``n_envs`` and ``batch_size`` divided by it: the global rollout and minibatch the entry's (docs/guide/distributed.md)
 RANKS_OVERRIDE = "ranks"
 #: the override that gives the actor and the critic that many hidden layers of the zoo entry's width (``@depth=7``,
-#: the SPO paper's depth: Hopper's entry then has 7 layers of 256 units a side); the entry's other policy keywords kept
+#: the depth of the spo_depth campaign: Hopper's entry then has 7 layers of 256 units a side); the entry's other policy
+#: keywords kept
 DEPTH_OVERRIDE = "depth"
 #: the override that gives the actor these hidden layers (``@pi_arch=[64,64]``: ``net_arch``'s ``pi``), the critic's
 #: and the entry's other policy keywords kept: the SPO paper's shallow actor on its entry (``xppo-paper``)

@@ -124,6 +124,11 @@ def summarize(runs: list[dict[str, Any]], contenders: list[Contender], reps: int
                 curve_mean=float(np.mean([r["curve_mean"] for r in rs])),
                 curve_iqm=curve_iqm[name][0],
                 curve_iqm_ci=[curve_iqm[name][1], curve_iqm[name][2]],
+                curve_per_seed=[float(r["curve_mean"]) for r in rs],
+                # the runs resumed mid-way from a checkpoint, with the steps they resumed at (every run since the
+                # field exists records it: null when not resumed; older runs have none, which counts as not known)
+                resumed=[{"seed": r["seed"], "at": r["resumed_at"]} for r in rs if r.get("resumed_at")],
+                resumed_unrecorded=sum("resumed_at" not in r for r in rs),
                 learn_seconds=float(np.mean([r["learn_seconds"] for r in rs])),
                 # (runs cached before the timer existed have none)
                 train_seconds=float(np.mean(timed))
@@ -197,7 +202,19 @@ def markdown(summary: dict[str, Any], name: str, command: str, provenance: str =
                 f"{row['curve_iqm']:.1f} [{row['curve_iqm_ci'][0]:.1f}, {row['curve_iqm_ci'][1]:.1f}] | "
                 f"{row['learn_seconds']:.0f} | {train_cost(row.get('train_seconds'), ppo_train)} |"
             )
+        resumed = resumed_runs(rows)
+        if resumed:
+            lines += ["", f"Resumed mid-way from a checkpoint: {resumed}."]
     return "\n".join(lines) + "\n"
+
+
+def resumed_runs(rows: dict[str, dict[str, Any]]) -> str:
+    """The runs of one env's contenders that were resumed mid-way, in words ("" when none): contender, seed, steps."""
+    return "; ".join(
+        f"{name} seed {run['seed']} (at {', '.join(f'{step:,}' for step in run['at'])} steps)"
+        for name, row in rows.items()
+        for run in row.get("resumed", [])
+    )
 
 
 def campaign_files(out_dir: str, name: str) -> dict[str, str]:
@@ -210,7 +227,7 @@ def campaign_files(out_dir: str, name: str) -> dict[str, str]:
 
 def run_reference(run: dict[str, Any]) -> dict[str, Any]:
     """A cited run as its report names it: env, contender, seed, the score it contributed, its cache key and file."""
-    return {k: run.get(k) for k in ("env", "contender", "seed", "final_mean", "key", "file")}
+    return {k: run.get(k) for k in ("env", "contender", "seed", "final_mean", "key", "file", "resumed_at")}
 
 
 def write_report(out_dir: str, name: str, report: dict[str, Any], table: str, draw: Callable[[str], None]) -> None:

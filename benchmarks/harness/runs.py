@@ -10,8 +10,9 @@ One training run of a campaign (:class:`Task`), its cache and provenance check, 
   :data:`CHECKPOINT_SECONDS`) into ``partial/<key>-<fingerprint>/`` (:func:`harness.layout.partial_runs`). A campaign
   killed at a session's end starts its runs under way from there next time and finishes them as they would have
   finished (docs/guide/resume.md: exact resume), so a long run may span sessions; the record sums each session's
-  seconds and lists the steps it was resumed at (``resumed_at``). The behavioural fingerprint in the folder's name
-  keeps a session whose code trains differently from resuming another code's run: it starts the run afresh.
+  seconds and lists the steps it was resumed at (``resumed_at``; null for a run never resumed). The behavioural
+  fingerprint in the folder's name keeps a session whose code trains differently from resuming another code's run:
+  it starts the run afresh.
 """
 
 from __future__ import annotations
@@ -406,7 +407,7 @@ def train_and_evaluate(task: Task, resume: str | None = None, every_seconds: flo
         learn_seconds=learn_s,
         train_seconds=train_timer.seconds,
         total_seconds=total_s,
-        resumed_at=stopwatch.resumed_at,
+        resumed_at=stopwatch.resumed_at or None,  # (null: never resumed)
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
         host=dict(platform=platform.platform(), cpus=os.cpu_count(), torch=th.__version__, loadavg=os.getloadavg()),
     )

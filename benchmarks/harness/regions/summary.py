@@ -98,8 +98,9 @@ def render_decision(page: Path) -> str:
                 "does-multi-critic-help",
             ),
             # SPO's row: its evidence is xppo.md's section on the ratio statistics
-            f'| `XPPO("MlpPolicy", env, actor_loss="spo")` | deep networks (the SPO paper: 7 hidden layers), where PPO\'s '
-            f"clip no longer bounds the ratio | {spo_depth.spo_claim() or spo_depth.pending_claim()} "
+            f'| `XPPO("MlpPolicy", env, actor_loss="spo")` | deep networks (the SPO paper, Simple Policy Optimization, '
+            "Xie et al. 2025: a 6-hidden-layer actor), where PPO's clip no longer bounds the ratio | "
+            f"{spo_depth.spo_claim() or spo_depth.pending_claim()} "
             f"([evidence]({link(page, ROOT / spo_depth.PAGE, spo_depth.ANCHOR)})) |",
         ]
     )
