@@ -20,12 +20,12 @@ equal.
 - **Timing**: ``learn()`` alone, wall time on rank 0 (startup and imports excluded), one torch thread per process;
   the contenders one after the other, their order rotated every repetition. Env-steps/s counts every rank's steps.
 - **Reported**: each contender's env-steps/s, best and median, and its ratio to ``1 process`` (median paired: the
-  ratio within each repetition, then the median).
+  ratio within each repetition, then the median, with its 95% bootstrap interval).
 - **Target** (docs/guide/development.md): ``2 ranks`` >= 1.6x ``1 process`` on this 2-core machine.
 - **Outputs**: a printed table and ``benchmarks/results/single/distributed.json``.
 
-usage: python benchmarks/distributed.py [--env LunarLander-v3] [--steps 32768] [--reps 3] [--out FILE]
-       (about three minutes with the defaults)
+usage: python benchmarks/distributed.py [--env LunarLander-v3] [--steps 32768] [--reps 9] [--out FILE]
+       (about ten minutes with the defaults)
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import time
 from typing import Any
 
 from harness.layout import single_file, write_result
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 
 #: contender -> how it runs: ``ranks`` processes (``split`` ways: each with the entry's envs / split, and its
@@ -121,6 +122,8 @@ def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
     for name in names:
         mine = [r for r in runs if r["name"] == name]
         base = {r["rep"]: r for r in runs if r["name"] == BASELINE}
+        # the ratio within each repetition, then their median with its 95% bootstrap interval (harness/paired.py)
+        spread = paired_ratio([r["steps_per_second"] / base[r["rep"]]["steps_per_second"] for r in mine])
         rows.append(
             dict(
                 name=name,
@@ -129,7 +132,9 @@ def benchmark(env_id: str, steps: int, reps: int, seed: int) -> dict[str, Any]:
                 batch_size_per_rank=mine[0]["batch_size"],
                 steps_per_second_best=max(r["steps_per_second"] for r in mine),
                 steps_per_second_median=statistics.median(r["steps_per_second"] for r in mine),
-                ratio_paired=statistics.median(r["steps_per_second"] / base[r["rep"]]["steps_per_second"] for r in mine),
+                ratio_paired=spread["median"],
+                ratio_paired_spread=spread,
+                seconds_median=statistics.median(r["seconds"] for r in mine),
             )
         )
     target_name, target = TARGET
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="LunarLander-v3")
     parser.add_argument("--steps", type=int, default=32768)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=single_file("distributed.json"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)

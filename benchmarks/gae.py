@@ -3,11 +3,13 @@ calc_gae and XPPO's rollout buffer against SB3's ``RolloutBuffer.compute_returns
 
 For each ``(n_steps, n_envs)`` size the three compute GAE from the same rewards, values, episode starts and
 bootstrap: SB3's loop, ``XPPORolloutBuffer.compute_returns_and_advantage`` (the "buffer" columns: its results must
-equal SB3's bit for bit) and ``calc_gae`` (chunked scan, equal to 1e-5). The timings are interleaved in one process
-and the minimum over repetitions is kept (this machine is noisy). Prints a table and writes
+equal SB3's bit for bit) and ``calc_gae`` (chunked scan, equal to 1e-5). The timings are interleaved in one process:
+``--rounds`` rounds, each timing the three in turn and keeping each one's minimum over ``--reps`` calls (this
+machine is noisy). A round is a pair: the speed-ups are the medians of the rounds' ratios, with their 95% bootstrap
+intervals and every round's ratio (``harness/paired.py``). Prints a table and writes
 ``benchmarks/results/single/gae.json``.
 
-usage: python benchmarks/gae.py [--reps 20] [--threads 1]
+usage: python benchmarks/gae.py [--reps 5] [--rounds 9] [--threads 1]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from harness.layout import single_file, write_result
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 from stable_baselines3.common.buffers import RolloutBuffer
 
@@ -65,7 +68,8 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=5, help="calls per round; a round keeps each one's fastest")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds: the pairs of the ratios")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--out", default=single_file("gae.json"))
     args = parser.parse_args()
@@ -91,7 +95,7 @@ def main() -> None:
             return calc_gae(**inputs, gamma=GAMMA, lam=LAM, return_advantages=True)
 
         sb3_times, buffer_times, our_times = [], [], []
-        for _ in range(3):  # interleave them so that machine noise hits all alike
+        for _ in range(args.rounds):  # interleave them so that machine noise hits all alike
             sb3_times.append(best_time(sb3, args.reps))
             buffer_times.append(best_time(xppo, args.reps))
             our_times.append(best_time(ours, args.reps))
@@ -111,9 +115,11 @@ def main() -> None:
                 sb3_ms=t_sb3 * 1e3,
                 buffer_ms=t_buffer * 1e3,
                 buffer_speedup=t_sb3 / t_buffer,
+                buffer_spread=paired_ratio([a / b for a, b in zip(sb3_times, buffer_times, strict=True)]),
                 buffer_exact=exact,
                 calc_gae_ms=t_ours * 1e3,
                 speedup=t_sb3 / t_ours,
+                spread=paired_ratio([a / b for a, b in zip(sb3_times, our_times, strict=True)]),
                 max_abs_diff=diff,
             )
         )

@@ -69,7 +69,9 @@ seeds for every contender, in one run.
   ``--kind`` declares the claim of the pages the campaign answers (``harness.reports.KINDS``), which is how they find
   it. ``--question`` and ``--kind`` are kept from the campaign's last report. Where the runs recorded the ratio's
   statistics over training (``harness.train_logs``), ``report.json`` holds their summary (``train_logs``) and
-  ``train_logs.png`` their plot.
+  ``train_logs.png`` their plot; where they recorded their training episodes (``harness.train_episodes``), their
+  summary (``train_episodes``) and ``train_episodes.png``, with the SPO paper's published returns on the same axes in
+  a campaign of kind ``spo-paper`` (``harness.spo_paper``).
 - **Workers**: ``--workers N`` runs N trainings at once in a process pool, one torch thread each.
 
 usage: python benchmarks/learning.py [--envs CartPole-v1 ...] [--contenders grid] [--seeds 0 1 2 3 4]
@@ -86,7 +88,7 @@ import os
 import sys
 
 import torch as th
-from harness import train_logs
+from harness import spo_paper, train_episodes, train_logs
 from harness.contenders import Contender, expand_contenders, for_env
 from harness.layout import RESULTS, campaign_dir
 from harness.reports import (
@@ -201,12 +203,15 @@ def main(argv: list[str] | None = None) -> None:
     table = markdown(summary, name, command, provenance, words["question"])
     # the ratio's statistics over training, where the runs recorded them (runs since issue 56)
     ratio = train_logs.summarize(runs, contenders)
+    # the training episodes' returns, where the runs recorded them (the SPO paper's metric)
+    episodes = train_episodes.summarize(runs, contenders, args.bootstrap_reps)
     report = dict(
         **words,
         command=command,
         args=vars(args),
         summary=summary,
         **({"train_logs": ratio} if ratio else {}),
+        **({"train_episodes": episodes} if episodes else {}),
         runs=runs,
         provenance=provenance_record(status, provenance),
     )
@@ -214,6 +219,18 @@ def main(argv: list[str] | None = None) -> None:
     if ratio:
         path = os.path.join(campaign_dir(args.out_dir, name), train_logs.PLOT)
         train_logs.plot(ratio, path, f"{name}: the probability ratio over training (mean over seeds)")
+        print(f"wrote {path}")
+    if episodes:
+        path = os.path.join(campaign_dir(args.out_dir, name), train_episodes.PLOT)
+        paper = words.get("kind") == spo_paper.KIND
+        train_episodes.plot(
+            episodes,
+            path,
+            f"{name}: training-episode returns (mean over seeds; each seed faint)"
+            + (", the SPO paper's at its end (stars)" if paper else ""),
+            spo_paper.reference() if paper else None,
+            spo_paper.PAPER_STEPS if paper else None,
+        )
         print(f"wrote {path}")
     print(table)
 

@@ -9,7 +9,7 @@ replay. Each repetition runs ``learn()`` for ``--rollouts`` rollouts (plus one, 
 (with / without). Then the newest checkpoint is resumed ``--reps`` times. Prints a line and writes
 ``benchmarks/results/single/resume.json``.
 
-usage: python benchmarks/resume.py [--reps 5] [--rollouts 10] [--threads 1]
+usage: python benchmarks/resume.py [--reps 9] [--rollouts 10] [--threads 1]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch as th
 from harness.layout import single_file, write_result
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 from harness.zoo import zoo_setup
 from stable_baselines3.common.vec_env import VecNormalize
@@ -58,7 +59,7 @@ def timed_learn(hyperparams: dict[str, Any], n_envs: int, steps: int, folder: Pa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=5, help="paired repetitions (and resumes)")
+    parser.add_argument("--reps", type=int, default=9, help="paired repetitions (and resumes)")
     parser.add_argument("--rollouts", type=int, default=10, help="rollouts per learn() (a checkpoint after the 10th)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--out", default=single_file("resume.json"))
@@ -95,6 +96,9 @@ def main() -> None:
         learn_s_without=statistics.median(times["without"]),
         overhead_ratio=statistics.median(ratios),
         overhead_ratio_quartiles=[float(q) for q in np.percentile(ratios, [25, 75])],
+        # every pair's seconds and the median ratio's 95% bootstrap interval (harness/paired.py)
+        learn_seconds=times,
+        overhead_ratio_spread=paired_ratio(ratios),
         resume_s=statistics.median(resumes),
         resume_s_max=max(resumes),
         command=f"python benchmarks/resume.py --reps {args.reps} --rollouts {args.rollouts} --threads {args.threads}",

@@ -18,18 +18,19 @@ user builds, SB3's ``make_vec_env`` (``DummyVecEnv`` + ``Monitor``), and the flo
   wall time. Env construction and the first reset are outside it.
 - **Repetitions**: ``--reps`` repetitions, each one run of each kind on fresh envs, the order alternating every
   repetition, all in one process. Reported: the best CPU-time env-steps/s of each, ratios of the bests to ``sb3``'s,
-  the median of the paired lean/sb3 ratios (sb3 seconds / lean seconds in the same repetition), and the best
+  the paired ratios (``sb3`` seconds over the other's in the same repetition: lean, dummy, bare; lean's over
+  unrecorded's for the recorders) with their medians and 95% bootstrap intervals (``harness/paired.py``), and the best
   wall-time ratio.
 - **Exactness**: before the timing, ``lean`` and ``sb3`` are stepped side by side and every observation, reward, done
   and info (``terminal_observation``, ``TimeLimit.truncated``, the Monitor's ``episode`` but its wall-clock ``t``)
   compared: the render mode changes no number.
-- **Target** (docs/guide/development.md): lean >= 2.5x sb3 on LunarLander-v3 x16.
+- **Target** (docs/guide/development.md): lean >= 2.5x sb3 on LunarLander-v3 x16, by the median paired ratio.
 - ``--profile``: cProfile of one lean run of the first env, the top functions by own time, and the share of the run
   spent inside the env's own ``step`` and ``reset`` (``profile_env_share``).
 - **Outputs**: a printed table and ``benchmarks/results/single/vec_env.json``.
 
 usage: python benchmarks/vec_env.py [--envs LunarLander-v3:16 CartPole-v1:8 Pendulum-v1:4] [--env-steps 4000]
-                                    [--reps 5] [--check-steps 250] [--profile] [--seed 0] [--out FILE]
+                                    [--reps 9] [--check-steps 250] [--profile] [--seed 0] [--out FILE]
        (the defaults take about two minutes on one free core)
 """
 
@@ -52,6 +53,7 @@ import numpy as np
 import stable_baselines3
 import torch as th
 from harness.layout import single_file, write_result
+from harness.paired import paired_ratio
 from harness.provenance import code_record
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
@@ -191,6 +193,13 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
     best_wall = {kind: steps / min(times) for kind, times in wall.items()}
     ratio = best["lean"] / best["sb3"]
     target = TARGETS.get((env_id, n_envs))
+
+    def against(kind: str, reference: str = "sb3") -> dict[str, Any]:
+        """``kind``'s speed over ``reference``'s, one ratio per repetition, with its median's interval."""
+        return paired_ratio([r / k for k, r in zip(cpu[kind], cpu[reference], strict=True)])
+
+    lean = against("lean")
+
     return dict(
         env=env_id,
         n_envs=n_envs,
@@ -200,14 +209,19 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
         best_steps_per_s=best,
         best_wall_steps_per_s=best_wall,
         ratio_best=ratio,
-        ratio_paired_median=statistics.median(d / le for le, d in zip(cpu["lean"], cpu["sb3"], strict=True)),
+        ratio_paired_median=lean["median"],
+        ratio_paired_spread=lean,
+        render_mode_spread=against("dummy"),
+        floor_spread=against("bare"),
+        recorder_spread=against("lean", "unrecorded"),
+        seconds_median=statistics.median(cpu["sb3"]),
         ratio_wall_best=best_wall["lean"] / best_wall["sb3"],
         render_mode_ratio=best["dummy"] / best["sb3"],
         recorder_ratio=best["lean"] / best["unrecorded"],
         recorder_ratio_paired_median=statistics.median(u / le for le, u in zip(cpu["lean"], cpu["unrecorded"], strict=True)),
         floor_ratio=best["bare"] / best["sb3"],
         target=target,
-        target_met=None if target is None else ratio >= target,
+        target_met=None if target is None else lean["median"] >= target,
         bit_exact=exact,
         check_steps=check_steps * n_envs,
         check_episodes=episodes,
@@ -241,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS), help="ENV_ID:N_ENVS ...")
     parser.add_argument("--env-steps", type=int, default=4000, help="env-steps per timed run")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--check-steps", type=int, default=250, help="vector steps of the exactness check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile one lean run of the first env")

@@ -1,7 +1,7 @@
 """
 MaskableXPPO on a maze whose moves into walls are illegal: invalid-action masking with XPPO's losses.
 
-usage: python examples/maskable_grid_maze.py [--timesteps 10000] [--seed 0] [--quick]
+usage: python examples/maskable_grid_maze.py [--timesteps 10000] [--seed 0] [--quick] [--out FILE]
 
 ``sb3_xppo/GridMaze-v0`` (``sb3_xppo.envs.GridMaze``) ends an episode at -1 when the agent walks into a wall or
 off the grid, as an illegal move loses a board game, and tells the legal moves of each cell through
@@ -10,12 +10,16 @@ with the SPO actor loss of Xie et al. 2025) samples legal moves only, so it neve
 learns; plain XPPO has to learn from its mistakes. The script counts the illegal moves each makes in training,
 then evaluates the masked model twice: with its masks, and without them, as SB3's and rl-zoo3's evaluation would
 (``python -m sb3_xppo.train/enjoy`` pass the masks). A model trained with masks has never learnt to avoid the
-illegal moves: it must be evaluated with them. ``--quick`` runs 2,048 steps, to check that everything works.
+illegal moves: it must be evaluated with them. ``--quick`` runs 2,048 steps, to check that everything works;
+``--out`` writes the figures as JSON (docs/guide/contrib.md's table is rendered from
+``benchmarks/results/single/grid_maze.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 import numpy as np
 from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_with_masks
@@ -77,6 +81,7 @@ def main() -> None:
     parser.add_argument("--timesteps", type=int, default=10_000, help="training budget in env steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a 2,048-step smoke run")
+    parser.add_argument("--out", default=None, help="write the figures to this JSON file")
     args = parser.parse_args()
     timesteps = 2_048 if args.quick else args.timesteps
 
@@ -85,15 +90,30 @@ def main() -> None:
     print(f"Illegal moves in {timesteps} training steps: MaskableXPPO {masked_illegal}, XPPO (no masks) {plain_illegal}")
 
     eval_env = make_vec_env(GRID_MAZE_ID, n_envs=1, seed=args.seed + 1000)
+    evaluations = {}
     for use_masking in (True, False):
         returns, lengths = evaluate_with_masks(
             masked, eval_env, n_eval_episodes=5, use_masking=use_masking, return_episode_rewards=True
         )
+        evaluations["with" if use_masking else "without"] = dict(returns=list(returns), lengths=list(lengths))
         print(
             f"MaskableXPPO evaluated {'with' if use_masking else 'without'} masks: "
             f"return {np.mean(returns):.2f}, episode length {np.mean(lengths):.1f}"
         )
-    print(f"Its path with masks: {show_path(masked, args.seed)} (the shortest takes 8 moves)")
+    path = show_path(masked, args.seed)
+    print(f"Its path with masks: {path} (the shortest takes 8 moves)")
+    if args.out:
+        figures = dict(
+            command=" ".join(["python examples/maskable_grid_maze.py", *sys.argv[1:]]),
+            timesteps=timesteps,
+            seed=args.seed,
+            illegal=dict(masked=masked_illegal, plain=plain_illegal),
+            evaluations=evaluations,
+            path=path.split(),
+            shortest=8,
+        )
+        with open(args.out, "w") as f:
+            json.dump(figures, f, indent=1)
 
 
 if __name__ == "__main__":

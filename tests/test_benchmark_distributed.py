@@ -48,7 +48,7 @@ def test_the_speed_benchmark_writes_every_contender(tmp_path):
     names = [row["name"] for row in data["rows"]]
     assert names[0] == "1 process" and "2 ranks" in names and "one rank's share alone" in names
     rows = {row["name"]: row for row in data["rows"]}
-    assert rows["1 process"]["ratio_paired"] == 1.0
+    assert rows["1 process"]["ratio_paired"] == 1.0 and rows["1 process"]["ratio_paired_spread"]["pairs"] == [1.0]
     assert (rows["2 ranks"]["n_envs_per_rank"], rows["2 ranks"]["batch_size_per_rank"]) == (4, 128)
     assert data["target"]["contender"] == "2 ranks" and set(data["code"]) == {"commit", "dirty", "versions"}
 
@@ -57,8 +57,10 @@ def test_the_pages_render_the_speed_and_the_learning(tmp_path, monkeypatch):
     from harness.regions import distributed, results
 
     row = dict(name="2 ranks", ranks=2, split=2, vec_env="lean", n_envs_per_rank=8, batch_size_per_rank=32,
-               steps_per_second_best=5000.0, steps_per_second_median=4900.0, ratio_paired=0.7)  # fmt: skip
-    base = dict(row, name="1 process", ranks=1, split=1, n_envs_per_rank=16, batch_size_per_rank=64, ratio_paired=1.0)
+               steps_per_second_best=5000.0, steps_per_second_median=4900.0, ratio_paired=0.7, seconds_median=6.0,
+               ratio_paired_spread=dict(median=0.7, interval=[0.65, 0.75], pairs=[0.7] * 9))  # fmt: skip
+    base = dict(row, name="1 process", ranks=1, split=1, n_envs_per_rank=16, batch_size_per_rank=64, ratio_paired=1.0,
+                ratio_paired_spread=dict(median=1.0, interval=[1.0, 1.0], pairs=[1.0] * 9))  # fmt: skip
     data = dict(
         env="LunarLander-v3",
         steps=32768,
@@ -70,8 +72,9 @@ def test_the_pages_render_the_speed_and_the_learning(tmp_path, monkeypatch):
     (tmp_path / "single" / "distributed.json").write_text(json.dumps(data))
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     text = distributed.render_distributed_speed(tmp_path / "page.md")
-    assert "| 2 ranks | 8 x 32 | 4,900 (5,000) | 0.70x |" in text
-    assert "is **missed**: 0.70x median paired" in distributed.render_distributed_target(tmp_path / "page.md")
+    assert "| 2 ranks | 8 x 32 | 4,900 (5,000) | 0.70x [0.65, 0.75] |" in text
+    target = distributed.render_distributed_target(tmp_path / "page.md")
+    assert "is **missed**: 0.70x [0.65, 0.75] median paired with its 95% interval" in target
     assert distributed.render_distributed_learning(tmp_path / "page.md").startswith("Pending")
 
 

@@ -27,4 +27,8 @@ def test_a_small_run_writes_its_ratios_and_the_code_that_made_them(tmp_path):
     rows = {row["variant"]: row for row in results["rows"]}
     assert {"PPO", "XPPO clip"} <= set(rows) and any("hpo" in name for name in rows)
     assert rows["PPO"]["ratio"] == 1.0 and all(row["min_ms"] > 0 for row in rows.values())
+    # every repetition's ratio to PPO's, and the median's interval
+    assert rows["PPO"]["paired_spread"]["pairs"] == [1.0, 1.0]
+    spread = rows["XPPO clip"]["paired_spread"]
+    assert len(spread["pairs"]) == 2 and spread["median"] == rows["XPPO clip"]["paired_ratio"]
     assert set(results["code"]) == {"commit", "dirty", "versions"}

@@ -255,6 +255,8 @@ def test_sequence_batching_rows(speed, tmp_path, capsys, monkeypatch):
     assert [run["name"] for run in row["runs"]] == ["RecurrentPPO"] * 2 + ["RecurrentXPPO"] * 2
     assert all(0 < run["train_seconds"] < run["seconds"] for run in row["runs"])
     assert set(row["ratio_paired"]) == {"learn", "learn_cpu", "train", "train_cpu"}
+    assert {key: len(spread["pairs"]) for key, spread in row["ratio_paired_spread"].items()} == {"learn": 2, "train": 2}
+    assert row["ratio_paired_spread"]["train"]["median"] == row["ratio_paired"]["train"]
     assert row["targets"] == speed.SEQUENCE_TARGETS and set(row["targets_met"]) == {"train", "learn"}
     # the same computation up to float rounding: the parameters after one update are close, not equal
     assert 0 < row["max_abs_param_diff"] < 1e-4

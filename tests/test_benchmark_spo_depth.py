@@ -185,7 +185,8 @@ def test_the_region_says_pending_with_no_report(results_in):
     assert "0 of 20 runs at 7 hidden layers and 0 of 12 at the zoo's depth done; verdict pending." in text
     assert "*No env has runs of both losses" in text and "*No run has recorded" in text
     decision = harness.regions.summary.render_decision(page)
-    assert "pending: 0 of 20 runs at 7 hidden layers done ([evidence](xppo.md#when-spo-pays-the-ratio-statistics))" in decision
+    pending = "pending: 0 of 20 runs at 7 hidden layers done; the paper's own setting: 0 of 45 runs done"
+    assert f"{pending} ([evidence](xppo.md#when-spo-pays-the-ratio-statistics))" in decision
 
 
 def test_partial_runs_are_shown_without_a_verdict(results_in):

@@ -116,3 +116,62 @@ def test_seeds_must_differ():
     with pytest.raises(SystemExit):
         time_to_solve.main(["--seeds", "1", "1"])
     assert sys.executable  # (the commands run with this interpreter)
+
+
+# --- the pages: a quoted ratio carries its interval, and enough pairs -------------------------------------------------
+
+
+def test_a_page_quotes_no_ratio_without_its_pairs_and_interval():
+    from harness.regions.figures import ratio_with_spread
+
+    nine = paired_ratio([1.3, 1.2, 1.25, 1.28, 1.31, 1.22, 1.27, 1.26, 1.3])
+    assert ratio_with_spread(nine, seconds=2.0) == f"1.27x [{nine['interval'][0]:.2f}, {nine['interval'][1]:.2f}]"
+    with pytest.raises(ValueError, match="needs 9 pairs, this one has 3"):
+        ratio_with_spread(paired_ratio([1.267, 1.289, 0.818]), seconds=2.0)  # (the front's old CartPole figure)
+    with pytest.raises(ValueError, match="needs 5 pairs, this one has 3"):
+        ratio_with_spread(paired_ratio([1.22, 1.27, 0.94]), seconds=300.0)  # (the main job's old command figure)
+    with pytest.raises(ValueError, match="needs its pairs and its interval"):
+        ratio_with_spread({"median": 1.22}, seconds=300.0)
+    with pytest.raises(ValueError, match="needs its pairs and its interval"):
+        ratio_with_spread(None, seconds=300.0)
+
+
+def test_the_region_and_the_front_lead_with_the_time_to_solve(tmp_path, monkeypatch):
+    from harness.regions import results, summary
+    from harness.regions import time_to_solve as region
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    page = results.ROOT / "docs" / "guide" / "benchmarks.md"
+    assert region.render_time_to_solve(page).startswith("Pending")
+
+    def run(name, seconds, steps):
+        command = {"XPPO": "python -m sb3_xppo.train", "PPO": "python -m rl_zoo3.train --algo ppo"}[name]
+        return dict(name=name, command=f"{command} --env LunarLander-v3 --seed 20", seconds=seconds, steps=steps, solved=True)
+
+    pairs = [
+        dict(seed=20 + i, ratio=p / x, runs=dict(XPPO=run("XPPO", x, 100_000), PPO=run("PPO", p, 400_000)))
+        for i, (x, p) in enumerate([(60, 120), (30, 120), (40, 100), (50, 150), (45, 90)])
+    ]
+    ratio = paired_ratio([pair["ratio"] for pair in pairs])
+    data = dict(
+        env="LunarLander-v3",
+        threshold=200.0,
+        seeds=[20, 21, 22, 23, 24],
+        pairs=pairs,
+        ratio=ratio,
+        pace=pace(ratio),
+        median_seconds=dict(XPPO=45.0, PPO=120.0),
+    )
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "time_to_solve.json").write_text(__import__("json").dumps(data))
+    text = region.render_time_to_solve(page)
+    assert "| 21 | 0.5 min (100k steps) | 2.0 min (400k steps) | 4.00x |" in text
+    assert "`python -m sb3_xppo.train` against `python -m rl_zoo3.train --algo ppo`" in text
+    low, high = ratio["interval"]
+    claim = (
+        "reached 200 on LunarLander-v3 in a median 0.8 min of wall-clock time against 2.0 min for rl-zoo3's PPO: PPO's "
+        f"time over XPPO's 2.50x [{low:.2f}, {high:.2f}] (faster: the median of 5 paired seeds, 20-24, with its 95% interval)"
+    )
+    assert claim in text
+    front = summary.render_front(results.ROOT / "README.md")
+    assert front.startswith(f"- **In less time.** The main job, `python -m sb3_xppo.train`, {claim} ([evidence](")

@@ -340,7 +340,8 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
         return dict(
             env=env, ratio_best=ratio, ratio_paired=ratio - 0.01, cpu_ratio_paired=ratio + 0.01, target=target,
             target_met=None if target is None else ratio >= target, bit_exact=exact,
-            max_abs_param_diff=0.0 if exact else 0.5, breakdown=breakdown,
+            max_abs_param_diff=0.0 if exact else 0.5, breakdown=breakdown, runs=[dict(seconds=10.0)] * 18,
+            ratio_paired_spread=dict(median=ratio - 0.01, interval=[ratio - 0.06, ratio + 0.04], pairs=[ratio] * 9),
         )  # fmt: skip
 
     monkeypatch.setattr(results, "RESULTS", tmp_path)
@@ -351,13 +352,16 @@ def test_vec_env_speed_rows_leave_the_algorithm_rows_alone(tmp_path: Path, monke
     (tmp_path / "single" / "speed.json").write_text(json.dumps(dict(results=rows)))
     table = speed.render_vec_env_speed(tmp_path).splitlines()
     assert table[2:4] == [
-        "| LunarLander-v3, lean | 1.69x (1.70x; 1.71x) | bit for bit |",
-        "| LunarLander-v3, envpool | 1.99x (2.00x; 2.01x) | no (EnvPool's envs; max diff 0.5) |",
+        "| LunarLander-v3, lean | 1.69x [1.64, 1.74] | bit for bit |",
+        "| LunarLander-v3, envpool | 1.99x [1.94, 2.04] | no (EnvPool's envs; max diff 0.5) |",
     ]
     assert "target" not in speed.render_vec_env_speed(tmp_path)
     targets = vec_env.render_speed_targets(tmp_path)
-    assert "| LunarLander-v3, lean | 1.6x (met) | 1.69x, 1.70x |" in targets and "2.5x (missed)" in targets
-    assert speed.speed_claim() == "faster on CartPole-v1 (1.39x) (env-steps/s, median paired; the same parameters bit for bit)"
+    assert "| LunarLander-v3, lean | 1.6x (met) | 1.69x [1.64, 1.74] |" in targets and "2.5x (missed)" in targets
+    assert speed.speed_claim() == (
+        "faster on CartPole-v1 (1.39x [1.34, 1.44]) (env-steps/s, median paired [95% interval]; the same "
+        "parameters bit for bit)"
+    )
     assert "@" not in speed.render_speed_breakdown(tmp_path)
 
 
@@ -393,20 +397,25 @@ def test_sequence_batching_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     pending = speed.render_sequence_batching(tmp_path)
     assert pending == "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
+    spreads = dict(
+        learn=dict(median=2.5, interval=[2.3, 2.6], pairs=[2.5] * 9),
+        train=dict(median=3.5, interval=[3.2, 3.6], pairs=[3.5] * 9),
+    )
     row = dict(
         env="CartPoleNoVel-v1", rollouts=12, ratio_paired=dict(learn=2.5, learn_cpu=2.4, train=3.5, train_cpu=3.4),
+        ratio_paired_spread=spreads, seconds_median=2.4, train_seconds_median=1.0,
         targets=dict(train=3.0, learn=2.0), targets_met=dict(train=True, learn=True), max_abs_param_diff=2e-6,
     )  # fmt: skip
     slow = dict(row, env="PendulumNoVel-v1", rollouts=1, targets_met=dict(train=True, learn=False))
     (tmp_path / "single").mkdir()
     (tmp_path / "single" / "speed_sequences.json").write_text(
-        json.dumps(dict(config=dict(reps=3), host=dict(cpus=2, loadavg_start=[4.5, 3.0, 2.0]), sequences=[row, slow]))
+        json.dumps(dict(config=dict(reps=9), host=dict(cpus=2, loadavg_start=[4.5, 3.0, 2.0]), sequences=[row, slow]))
     )
     table = speed.render_sequence_batching(tmp_path).splitlines()
-    assert table[2] == "| CartPoleNoVel-v1 | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
-    assert table[3] == "| PendulumNoVel-v1 (1 rollout per run: rough) | 3.50x (3.40x) | 2.50x (2.40x) | 2e-06 |"
-    assert "3 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
-    assert "load average was 4.5" in table[-1] and "PendulumNoVel-v1: 3 pairs of one rollout each" in table[-1]
+    assert table[2] == "| CartPoleNoVel-v1 | 3.50x [3.20, 3.60] | 2.50x [2.30, 2.60] | 2e-06 |"
+    assert table[3] == "| PendulumNoVel-v1 (1 rollout per run: rough) | 3.50x [3.20, 3.60] | 2.50x [2.30, 2.60] | 2e-06 |"
+    assert "9 runs of each" in table[-1] and "CartPoleNoVel-v1: 12 rollouts, PendulumNoVel-v1: 1 rollout per run" in table[-1]
+    assert "load average was 4.5" in table[-1] and "PendulumNoVel-v1: 9 pairs of one rollout each" in table[-1]
     assert "CartPoleNoVel-v1:" not in table[-1].split("rough")[-1]  # twelve rollouts a run: not labelled rough
 
 
@@ -482,6 +491,22 @@ def test_install_regions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
                  host=dict(cpus=2, loadavg_start=[1.0, 1.0, 1.0]))  # fmt: skip
     (tmp_path / "single" / install.MAIN_JOB).write_text(json.dumps(timed))
     assert install.render_main_job_time(tmp_path).startswith("It took 15 minutes, start to exit with its 40 evaluations")
+    assert install.render_main_job_time(tmp_path).endswith("The tests' time: pending (`python benchmarks/suite_time.py`).")
+    suite = dict(command="pytest -n 2", seconds=612.0, outcomes=dict(passed=1480, skipped=3), host=dict(cpus=2))
+    (tmp_path / "single" / install.TEST_SUITE).write_text(json.dumps(suite))
+    assert install.render_main_job_time(tmp_path).endswith(
+        "The tests, `pytest -n 2`, took 10 minutes on 2 cores (1,480 passed, 3 skipped; `python benchmarks/suite_time.py`)."
+    )
+
+
+def test_the_suite_timer_reads_pytest_s_summary_line() -> None:
+    """benchmarks/suite_time.py's counts, from pytest's last line as pytest writes it."""
+    from suite_time import outcome_counts
+
+    line = "=== 2 failed, 1480 passed, 3 skipped, 1 deselected, 4 errors in 612.31s (0:10:12) ==="
+    assert outcome_counts(line) == dict(failed=2, passed=1480, skipped=3, deselected=1, error=4)
+    assert outcome_counts("=== 1 passed, 1 error in 0.5s ===") == dict(passed=1, error=1)
+    assert outcome_counts("") == {}
 
 
 def test_ray_region_says_faster_not_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -504,7 +529,7 @@ def test_ray_region_says_faster_not_ahead(tmp_path: Path, monkeypatch: pytest.Mo
         "- sleep2ms: RayVecEnv's best run was faster than the lean env's at n_envs [4], too close to call at n_envs [2]."
         in text
     )
-    assert "Best of 2 runs each, without intervals" in text
+    assert "Best of 2 runs each, too few for an interval" in text and "x |" not in text
     assert " ahead" not in text and " behind" not in text
 
 

@@ -25,8 +25,8 @@ README = README_PATH.read_text(encoding="utf-8")
 DOC_PAGES = sorted(path for path in (ROOT / "docs").rglob("*.md") if "_build" not in path.parts)
 PYTHON_BLOCKS = markdown_blocks(README, "python")
 # the front page stays a front page (an install that says what torch build it takes, the main job's clone and time
-# included); the rest is in docs/
-MAX_README_BYTES = 14_000
+# included, and every speed ratio with its interval); the rest is in docs/
+MAX_README_BYTES = 14_500
 
 
 def shell_commands() -> list[str]:

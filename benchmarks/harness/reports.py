@@ -31,6 +31,7 @@ KINDS = (
     "distributed",
     "spo-depth",
     "spo-depth-short",
+    "spo-paper",
 )
 
 

@@ -104,14 +104,20 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
             ax.annotate(f"{r['speed'][n]['best']:.0f}/s", (x, bottoms[x]), ha="center", va="bottom", fontsize=9)
         env_id, _, vec_env = r["env"].partition("@")
         where = f" (XPPO: {vec_env})" if vec_env else ""
-        ax.set_title(f"{env_id}{where}: XPPO/PPO {r['ratio_paired']:.2f}x median paired", fontsize=9.5)
+        spread = r.get("ratio_paired_spread")
+        ratio = f"{r['ratio_paired']:.2f}x" + (" [{:.2f}, {:.2f}]".format(*spread["interval"]) if spread else "")
+        ax.set_title(f"{env_id}{where}: XPPO/PPO {ratio}", fontsize=9.5)
         ax.set_ylabel(f"us per env-step ({r['clock']} clock)")
         ax.set_ylim(0, bottoms.max() * 1.15)
     for ax in list(axes.flat)[len(results) :]:
         ax.axis("off")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
-    fig.suptitle("learn() time per env-step (instrumented runs; bar labels: best uninstrumented env-steps/s)", fontsize=11)
+    fig.suptitle(
+        "learn() time per env-step (instrumented runs; bar labels: best uninstrumented env-steps/s;\n"
+        "titles: XPPO/PPO env-steps/s, the median paired ratio [its 95% interval])",
+        fontsize=11,
+    )
     fig.tight_layout(rect=(0, 1.0 / (3.6 * rows + 1.2), 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -112,6 +112,9 @@ class ValueLoss:
     clips: bool = False
     #: whether the optuna search space draws it (not where it needs configuring first)
     searched: bool = True
+    #: whether it needs a classification critic: the policy gets a categorical value head, configured by
+    #: ``policy_kwargs['hl_gauss']`` (:class:`~sb3_xppo.common.policies.XPPOPolicyMixin`)
+    categorical_head: bool = False
 
 
 def _check_hpo(checked: Mapping[str, Any]) -> None:
@@ -258,7 +261,9 @@ for _value_loss in (
         "Lee & Chung 2024, On Analysis of Clipped Critic Loss in Proximal Policy Gradient",
         clips=True,
     ),
-    ValueLoss("hl_gauss", _hl_gauss, "a classification critic, Farebrother et al. 2024", searched=False),
+    ValueLoss(
+        "hl_gauss", _hl_gauss, "a classification critic, Farebrother et al. 2024", searched=False, categorical_head=True
+    ),
 ):
     register_value_loss(_value_loss)
 

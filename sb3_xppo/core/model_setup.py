@@ -11,6 +11,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_xppo.common.keywords import check_normalize_advantage
+from sb3_xppo.common.loss_registry import VALUE_LOSS_REGISTRY
 from sb3_xppo.common.options import XPPOOptions
 from sb3_xppo.common.policies import XPPOPolicyMixin
 from sb3_xppo.common.schedules import as_clip_schedule, unwrap_clip_schedule
@@ -89,9 +90,11 @@ class ModelSetupMixin(XPPORolloutMixin):
         self.options = self._checked_options = options.checked(self.clip_range, self.clip_range_vf)
 
     def _setup_value_head(self) -> None:
-        """``value_loss='hl_gauss'``: the policy gets a classification critic (``policy_kwargs['hl_gauss']``)."""
+        """A value loss with a categorical head (``value_loss='hl_gauss'``): the policy gets a classification critic
+        (``policy_kwargs['hl_gauss']``)."""
         wants_bins = "hl_gauss" in self.policy_kwargs
-        if self.options.value_loss != "hl_gauss":
+        name = self.options.value_loss
+        if name is None or not VALUE_LOSS_REGISTRY[name].categorical_head:
             if wants_bins:
                 raise ValueError(
                     "policy_kwargs['hl_gauss'] configures the classification critic of value_loss='hl_gauss', "

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, verdict
+from harness.paired import pace
+from harness.regions.figures import MEDIAN_PAIRED, interval, ratio_with_spread, seeds, steps, verdict
 from harness.regions.results import single, the_campaign
+
+
+def quoted(row: dict[str, Any]) -> str:
+    """A distributed.json row's median paired ratio to one process, with its interval (``figures.ratio_with_spread``)."""
+    return ratio_with_spread(row.get("ratio_paired_spread"), row.get("seconds_median", 0.0))
 
 
 def render_distributed_speed(page: Path) -> str:
@@ -19,13 +26,13 @@ def render_distributed_speed(page: Path) -> str:
         return "Pending: `python benchmarks/distributed.py`."
     lines = [
         f"| {data['env']}, rl-zoo3's entry | envs x minibatch per rank | env-steps/s, median (best) | "
-        f"against one process: {MEDIAN_PAIRED} |",
+        f"against one process: {MEDIAN_PAIRED} with its 95% interval |",
         "| --- | --- | ---: | ---: |",
     ]
     for row in data["rows"]:
         lines.append(
             f"| {row['name']} | {row['n_envs_per_rank']} x {row['batch_size_per_rank']} | "
-            f"{row['steps_per_second_median']:,.0f} ({row['steps_per_second_best']:,.0f}) | {row['ratio_paired']:.2f}x |"
+            f"{row['steps_per_second_median']:,.0f} ({row['steps_per_second_best']:,.0f}) | {quoted(row)} |"
         )
     rows = {row["name"]: row for row in data["rows"]}
     ranks, bound = rows.get("2 ranks"), rows.get("one rank's share alone")
@@ -36,17 +43,17 @@ def render_distributed_speed(page: Path) -> str:
         "2-core machine.",
     ]
     if ranks is not None and bound is not None:
-        faster = "faster" if ranks["ratio_paired"] > 1 else "slower"
+        faster = {"faster": "faster than", "slower": "slower than", "level": "level with"}[pace(ranks["ratio_paired_spread"])]
         lines += [
             "",
-            f"**At this entry, on two CPU cores, 2 ranks are {faster} than one process: {ranks['ratio_paired']:.2f}x.** "
-            f"One rank's share of the work alone on the machine, with no collective, reaches {bound['ratio_paired']:.2f}x: "
+            f"**At this entry, on two CPU cores, 2 ranks are {faster} one process: {quoted(ranks)}.** "
+            f"One rank's share of the work alone on the machine, with no collective, reaches {quoted(bound)}: "
             "with the same updates every rank still takes all of the rollout's sequential optimizer steps, and on a CPU a "
             "step on half the minibatch costs nearly as much, so only the rollout splits. The rest of the gap is the "
             "all-reduce of the gradients that every minibatch waits for (gloo, two processes on two cores)."
             + (
-                f" Twice the per-rank minibatch (half the updates: another hyperparameter) gives {wide['ratio_paired']:.2f}x, "
-                f"against a bound of {wide_bound['ratio_paired']:.2f}x."
+                f" Twice the per-rank minibatch (half the updates: another hyperparameter) gives {quoted(wide)}, "
+                f"against a bound of {quoted(wide_bound)}."
                 if wide is not None and wide_bound is not None
                 else ""
             )
@@ -111,20 +118,21 @@ def render_distributed_target(page: Path) -> str:
     if data is None:
         return "Pending: `python benchmarks/distributed.py`."
     target = data["target"]
-    reached = next(row["ratio_paired"] for row in data["rows"] if row["name"] == target["contender"])
+    rows = {row["name"]: row for row in data["rows"]}
+    reached = rows[target["contender"]]
     met = "met" if target["met"] else "**missed**"
-    bound = next((row["ratio_paired"] for row in data["rows"] if row["name"] == "one rank's share alone"), None)
+    bound = rows.get("one rank's share alone")
     why = (
-        f" One rank's share of the work alone, with no collective, reaches {bound:.2f}x: with the same updates the "
+        f" One rank's share of the work alone, with no collective, reaches {quoted(bound)}: with the same updates the "
         "sequential optimizer steps do not split, so the target lies beyond the bound on this machine "
         "(docs/guide/distributed.md, Does it pay?)."
-        if bound is not None and bound < target["ratio"]
+        if bound is not None and bound["ratio_paired"] < target["ratio"]
         else ""
     )
     return (
         f"- Data-parallel, `benchmarks/distributed.py` on {data['env']}: the target, {target['contender']} at "
         f"{target['ratio']}x {target['against']}'s env-steps/s (the global rollout and minibatch equal), is {met}: "
-        f"{reached:.2f}x {MEDIAN_PAIRED}.{why}"
+        f"{quoted(reached)} {MEDIAN_PAIRED} with its 95% interval.{why}"
     )
 
 

@@ -11,6 +11,26 @@ import numpy as np
 MEDIAN_PAIRED = "median paired"
 
 
+def ratio_with_spread(found: dict[str, Any] | None, seconds: float) -> str:
+    """
+    ``"1.27x [1.10, 1.30]"``: a paired ratio (``harness/paired.py``'s ``paired_ratio``) with its 95% interval. A page
+    quotes no ratio that rests on fewer pairs than runs of its length need (``MIN_PAIRS``) or that has no interval.
+
+    :param found: the result file's ``{"median", "interval", "pairs"}``
+    :param seconds: how long one run of the ratio lasts (its runs are short or long)
+    :raises ValueError: naming the missing interval or the pairs short
+    """
+    from harness.paired import MIN_PAIRS, SHORT_RUN_SECONDS, enough_pairs
+
+    if not found or "interval" not in found or "pairs" not in found:
+        raise ValueError(f"a quoted ratio needs its pairs and its interval in the result file, got {found!r}")
+    if not enough_pairs(found, seconds):
+        needed = MIN_PAIRS["short" if seconds < SHORT_RUN_SECONDS else "long"]
+        raise ValueError(f"a ratio of runs of {seconds:.0f} s needs {needed} pairs, this one has {len(found['pairs'])}")
+    low, high = found["interval"]
+    return f"{found['median']:.2f}x [{low:.2f}, {high:.2f}]"
+
+
 def interval(row: dict[str, Any], metric: str, decimals: int = 1) -> str:
     """``"iqm [low, high]"`` of a summary row's ``final`` or ``curve`` IQM."""
     low, high = row[f"{metric}_iqm_ci"]

@@ -1,7 +1,8 @@
 """
 The regions of the install page and the README's set-up: what each extra weighs (``benchmarks/install_size.py``,
-``single/install_size.json``) and how long the main job takes (``benchmarks/train_default.py``,
-``single/train_default_<env>_seed<k>.json``).
+``single/install_size.json``), how long the main job takes (``benchmarks/train_default.py``,
+``single/train_default_<env>_seed<k>.json``) and how long its tests take (``benchmarks/suite_time.py``,
+``single/test_suite.json``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ EXTRA_WORDS = {
 ZOO_ENTRY = "xppo-zoo"
 #: The file of the main job's timed run
 MAIN_JOB = "train_default_LunarLander-v3_seed0.json"
+#: The file of the README's test command's timed run
+TEST_SUITE = "test_suite.json"
 
 
 def megabytes(value: float) -> str:
@@ -60,6 +63,23 @@ def render_install_extras(page: Path) -> str:
 
 
 def render_main_job_time(page: Path) -> str:
+    """How long the main job's two commands take: the training (:func:`training_time`), then the tests."""
+    return f"{training_time()} {test_time()}"
+
+
+def test_time() -> str:
+    """The README's test command's wall-clock time, as ``benchmarks/suite_time.py`` recorded it."""
+    data = single(TEST_SUITE)
+    if data is None:
+        return "The tests' time: pending (`python benchmarks/suite_time.py`)."
+    counts = ", ".join(f"{n:,} {outcome}" for outcome, n in data["outcomes"].items())
+    return (
+        f"The tests, `{data['command']}`, took {data['seconds'] / 60:.0f} minutes on {data['host']['cpus']} cores "
+        f"({counts}; `python benchmarks/suite_time.py`)."
+    )
+
+
+def training_time() -> str:
     """
     How long ``python -m sb3_xppo.train`` takes: the whole command's wall-clock time when ``train_default.py`` has
     recorded one, else the ``learn()`` time of the same entry's 1M-step runs in the tuned entries' campaign.
@@ -76,10 +96,10 @@ def render_main_job_time(page: Path) -> str:
     env_summary = found[1]["summary"]["LunarLander-v3"]
     row = env_summary["contenders"][ZOO_ENTRY]
     return (
-        f"Expect about {row['learn_seconds'] / 60:.0f} minutes of training on one core: the same entry's "
+        f"Expect about {row['learn_seconds'] / 60:.0f} minutes of training on one core: the entry's "
         f"{budget(env_summary['budget'])}-step `learn()` took {row['learn_seconds'] / 60:.1f} minutes on average over "
-        f"the {len(row['seeds'])} runs of the `{found[0]}` campaign (one torch thread each, on the benchmarks' "
-        "2-core Linux machine), and the command adds its start-up and its evaluations (5 episodes every 25k steps)."
+        f"the {len(row['seeds'])} runs of `{found[0]}` (one torch thread, a 2-core Linux machine), plus start-up and "
+        "evaluations (5 episodes every 25k steps)."
     )
 
 

@@ -71,9 +71,10 @@ def zoo_claim() -> str | None:
         return f"{r['xppo-zoo']['train_seconds'] / r[PPO]['train_seconds']:.2f}x"
 
     return (
-        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (preset "
-        f"{each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; medians, seeds "
-        f"{seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} with the preset's; "
+        f"{' / '.join(envs)}: 200 after {each(lambda r: steps(r['xppo-zoo'], False))} env steps (the preset "
+        f"`xppo_recommended` {each(lambda r: steps(r[PRESET], False))}, PPO {each(lambda r: steps(r[PPO], False))}; "
+        f"medians, seeds {seed_words}); final return {each(lambda r: verdict(r['xppo-zoo'], r[PRESET], 'final'))} "
+        "with the preset's; "
         f"their runs spent {each(train_ratio)} PPO's runs' `train()` seconds ({TRAIN_SECONDS_WORDS}; more updates per "
         "env step)"
     )

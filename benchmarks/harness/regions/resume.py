@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions.figures import MEDIAN_PAIRED
+from harness.regions.figures import MEDIAN_PAIRED, ratio_with_spread
 from harness.regions.results import single
 
 
@@ -17,14 +17,16 @@ def render_resume_cost(page: Path) -> str:
     data = single("resume.json")
     if data is None:
         return "Pending: `python benchmarks/resume.py`."
-    low, high = data["overhead_ratio_quartiles"]
-    verdict = "within" if data["overhead_ratio"] <= 1.02 else "above"
+    spread = data.get("overhead_ratio_spread")
+    ratio = ratio_with_spread(spread, data["learn_s_without"])
+    low, high = spread["interval"]  # type: ignore[index]
+    said = "a cost the pairs cannot tell from none" if low <= 1 <= high else ("slower" if low > 1 else "faster")
     return (
         f"On {data['env']}'s zoo entry ({data['n_envs']} envs x {data['n_steps']} steps, its VecNormalize, "
         f"{data['threads']} torch thread), `learn()` of {data['rollouts']} rollouts with a checkpoint every 10 took "
-        f"{data['learn_s_with']:.1f} s and {data['learn_s_without']:.1f} s without: {data['overhead_ratio']:.2f}x, "
-        f"the median of {data['reps']} paired ratios (quartiles {low:.2f}-{high:.2f}x), {verdict} the target of at most "
-        f"1.02x. Resuming from the {data['checkpoint_bytes'] / 1e3:.0f} kB checkpoint, "
+        f"{data['learn_s_with']:.1f} s and {data['learn_s_without']:.1f} s without (medians): {ratio}, the median of "
+        f"{len(spread['pairs'])} paired ratios with its 95% interval, {said}. Resuming from the "  # type: ignore[index]
+        f"{data['checkpoint_bytes'] / 1e3:.0f} kB checkpoint, "
         f"the replay of {data['n_envs']} envs included, took {data['resume_s']:.3f} s (median; at most "
         f"{data['resume_s_max']:.3f} s) (`{data['command']}`, `benchmarks/results/single/resume.json`)."
     ) + recorder_cost()
@@ -36,14 +38,18 @@ def recorder_cost() -> str:
     env-steps/s with them against without them, from ``vec_env.json`` (empty where it has no such rows).
     """
     data = single("vec_env.json")
-    rows = [row for row in (data or {}).get("rows", []) if "recorder_ratio_paired_median" in row]
+    rows = [row for row in (data or {}).get("rows", []) if "recorder_spread" in row]
     if not rows:
         return ""
-    ratios = ", ".join(f"{row['recorder_ratio_paired_median']:.3f}x on {row['env']} x{row['n_envs']}" for row in rows)
+    ratios = ", ".join(
+        f"{ratio_with_spread(row.get('recorder_spread'), row.get('seconds_median', 0.0))} on {row['env']} x{row['n_envs']}"
+        for row in rows
+    )
+    command = data["command"]  # type: ignore[index]
     return (
         " The recorders that make the replay possible are in every run, checkpoint or not: the lean env, stepped "
-        f"alone, gives {ratios} the env-steps/s it gives without them ({MEDIAN_PAIRED}, `{data['command']}`, "  # type: ignore[index]
-        "`benchmarks/results/single/vec_env.json`)."
+        f"alone, gives {ratios} the env-steps/s it gives without them ({MEDIAN_PAIRED} with its 95% interval, "
+        f"`{command}`, `benchmarks/results/single/vec_env.json`)."
     )
 
 

@@ -6,11 +6,13 @@ and ``--sequences`` (``single/speed_sequences.json``): RecurrentXPPO's ``sequenc
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.regions.figures import MEDIAN_PAIRED
+from harness.paired import pace as paired_pace
+from harness.regions.figures import MEDIAN_PAIRED, ratio_with_spread
 from harness.regions.results import single
 
 
@@ -26,28 +28,32 @@ def speed_results(vec_env: bool = False) -> dict[str, Any] | None:
     return {**data, "results": [r for r in data["results"] if ("@" in r["env"]) == vec_env]}
 
 
-def pace(ratio: float) -> str:
-    """``"faster"``, ``"as fast"`` (within 5%) or ``"slower"``: a speed ratio (XPPO's env-steps/s over PPO's) in words."""
-    return "faster" if ratio >= 1.05 else "slower" if ratio <= 0.95 else "as fast"
+def quoted(row: dict[str, Any]) -> str:
+    """A speed.json or train_cli.json row's median paired ratio with its interval (``figures.ratio_with_spread``)."""
+    seconds = statistics.median(run["seconds"] for run in row["runs"])
+    return ratio_with_spread(row.get("ratio_paired_spread"), seconds)
 
 
 def speed_claim() -> str | None:
-    """``learn()``'s env-steps/s against PPO's in words, per env and contrib parent (same envs, median paired ratios)."""
+    """
+    ``learn()``'s env-steps/s against PPO's in words, per env and contrib parent (same envs, median paired ratios with
+    their intervals): faster or slower only where the interval is clear of 1, else level.
+    """
     data = speed_results()
     if data is None:
         return None
     by_pace: dict[str, list[str]] = {}
     for r in data["results"]:
-        by_pace.setdefault(pace(r["ratio_paired"]), []).append(f"{r['env']} ({r['ratio_paired']:.2f}x)")
+        by_pace.setdefault(paired_pace(r["ratio_paired_spread"]), []).append(f"{r['env']} ({quoted(r)})")
     parts = [f"{word} on {', '.join(envs)}" for word, envs in by_pace.items()]
     for c in data.get("contrib", []):
         ours, parent = c["name"].split(" / ")
-        than = "as" if pace(c["ratio_paired"]) == "as fast" else "than"
-        parts.append(f"{ours} {pace(c['ratio_paired'])} {than} {parent} ({c['ratio_paired']:.2f}x)")
+        word = paired_pace(c["ratio_paired_spread"])
+        parts.append(f"{ours} {word} {'with' if word == 'level' else 'than'} {parent} ({quoted(c)})")
     exact = all(r["bit_exact"] for r in data["results"] + data.get("contrib", []))
     return (
         "; ".join(parts)
-        + f" (env-steps/s, {MEDIAN_PAIRED}; "
+        + f" (env-steps/s, {MEDIAN_PAIRED} [95% interval]; "
         + ("the same parameters bit for bit)" if exact else "NOT bit-exact)")
     )
 
@@ -74,22 +80,30 @@ def render_speed(page: Path) -> str:
         )
     overhead = single("overhead.json")
     if overhead is not None:
-        cells = [f"{r['variant'].removeprefix('XPPO ')} {r['paired_ratio']:.2f}x" for r in overhead["rows"][1:]]
+        cells = [
+            f"{r['variant'].removeprefix('XPPO ')} {ratio_with_spread(r['paired_spread'], r['median_ms'] / 1e3)}"
+            for r in overhead["rows"][1:]
+        ]
+        seconds = {r["variant"]: r["median_ms"] / 1e3 for r in overhead["rows"]}
         cells += [
-            f"{k.removeprefix('XPPO ')} {v['paired_ratio']:.2f}x single-critic XPPO"
+            f"{k.removeprefix('XPPO ')} {ratio_with_spread(v['paired_spread'], seconds[k])} single-critic XPPO"
             for k, v in overhead["multi_critic"].items()
         ]
         lines.append(
-            f"| `train()` time against PPO's ({MEDIAN_PAIRED}; below 1x: less time) | {'; '.join(cells)} | "
+            f"| `train()` time against PPO's ({MEDIAN_PAIRED} with its 95% interval, {overhead['config']['reps']} "
+            f"pairs; below 1x: less time) | {'; '.join(cells)} | "
             "`benchmarks/overhead.py`, "
             "`overhead.json` |"
         )
     gae = single("gae.json")
     if gae is not None:
         exact = all(r["buffer_exact"] for r in gae["rows"])
-        cells = [f"{r['buffer_speedup']:.1f}x at {r['n_steps']}x{r['n_envs']}" for r in gae["rows"]]
+        cells = [
+            f"{ratio_with_spread(r['buffer_spread'], r['sb3_ms'] / 1e3)} at {r['n_steps']}x{r['n_envs']}" for r in gae["rows"]
+        ]
         lines.append(
-            f"| rollout-buffer GAE against SB3's loop ({'equal bit for bit' if exact else 'NOT bit-exact'}) | "
+            f"| rollout-buffer GAE against SB3's loop ({'equal bit for bit' if exact else 'NOT bit-exact'}; SB3's time "
+            "over the buffer's, the median of interleaved rounds with its 95% interval) | "
             f"{', '.join(cells)} | `benchmarks/gae.py`, `gae.json` |"
         )
     return "\n".join(lines)
@@ -119,16 +133,13 @@ def render_vec_env_speed(page: Path) -> str:
     if data is None or not data["results"]:
         return "Pending: `python benchmarks/speed.py --contrib`."
     lines = [
-        f"| env, XPPO's VecEnv | XPPO / PPO env-steps/s: {MEDIAN_PAIRED} (best; CPU time) | PPO's parameters |",
+        f"| env, XPPO's VecEnv | XPPO / PPO env-steps/s: {MEDIAN_PAIRED}, 95% interval | PPO's parameters |",
         "| --- | --- | --- |",
     ]
     for r in data["results"]:
         exact = "bit for bit" if r["bit_exact"] else f"no (EnvPool's envs; max diff {r['max_abs_param_diff']:.2g})"
         env_id, vec_env = r["env"].split("@")
-        lines.append(
-            f"| {env_id}, {vec_env} | {r['ratio_paired']:.2f}x ({r['ratio_best']:.2f}x; {r['cpu_ratio_paired']:.2f}x) | "
-            f"{exact} |"
-        )
+        lines.append(f"| {env_id}, {vec_env} | {quoted(r)} | {exact} |")
     return "\n".join(lines)
 
 
@@ -149,13 +160,16 @@ def speed_ladder(env_id: str = "LunarLander-v3") -> str | None:
     if envs is None or learn is None or command is None or command["env"] != env_id:
         return None
     return (
-        f"Three speed figures, nested: the lean env alone steps {envs['ratio_paired_median']:.2f}x as fast on {env_id} "
-        f"x{envs['n_envs']} as SB3's `make_vec_env` ({MEDIAN_PAIRED}, `vec_env.json`); `learn()` adds the network's "
-        f"passes and the updates, which cost XPPO and PPO alike: {learn['ratio_paired']:.2f}x PPO's env-steps/s on "
-        f"{env_id} on the lean env ({MEDIAN_PAIRED}, `speed.json`); the whole training command, `python -m "
+        "Three speed figures, nested: the lean env alone steps "
+        f"{ratio_with_spread(envs.get('ratio_paired_spread'), envs.get('seconds_median', 0.0))} as fast on {env_id} "
+        f"x{envs['n_envs']} as SB3's `make_vec_env` ({MEDIAN_PAIRED} with its 95% interval, `vec_env.json`); `learn()` "
+        "adds the network's "
+        f"passes and the updates, which cost XPPO and PPO alike: {quoted(learn)} PPO's env-steps/s on "
+        f"{env_id} on the lean env ({MEDIAN_PAIRED} with its 95% interval, `speed.json`); the whole training command, "
+        "`python -m "
         "sb3_xppo.train` against rl-zoo3's at PPO's hyperparameters, adds what both pay (imports, set-up, evaluations, "
         "saving), and rl-zoo3's envs never render LunarLander's particles, so it gains least: "
-        f"{command['ratio_paired']:.2f}x on {env_id} ({MEDIAN_PAIRED}, `train_cli.json`)."
+        f"{quoted(command)} on {env_id} ({MEDIAN_PAIRED} with its 95% interval, `train_cli.json`)."
     )
 
 
@@ -220,27 +234,26 @@ def render_sequence_batching(page: Path) -> str:
     if data is None or not data.get("sequences"):
         return "Pending: `python benchmarks/speed.py --envs --sequences --name speed_sequences`."
     lines = [
-        "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO (CPU time) | `learn()` env-steps/s, "
-        "RecurrentXPPO / RecurrentPPO (CPU time) | largest parameter difference |",
+        "| env (rl-zoo3 `ppo_lstm.yml`) | `train()` time, RecurrentPPO / RecurrentXPPO | `learn()` env-steps/s, "
+        "RecurrentXPPO / RecurrentPPO | largest parameter difference |",
         "| --- | --- | --- | --- |",
     ]
     rough = []
     for r in data["sequences"]:
-        q = r["ratio_paired"]
+        spread = r.get("ratio_paired_spread", {})
+        train = ratio_with_spread(spread.get("train"), r.get("train_seconds_median", 0.0))
+        learn = ratio_with_spread(spread.get("learn"), r.get("seconds_median", 0.0))
         name = r["env"]
         if r["rollouts"] < ROUGH_BELOW_ROLLOUTS:
             rough.append(r["env"])
             name += f" ({r['rollouts']} rollout per run: rough)"
-        lines.append(
-            f"| {name} | {q['train']:.2f}x ({q['train_cpu']:.2f}x) | {q['learn']:.2f}x ({q['learn_cpu']:.2f}x) | "
-            f"{r['max_abs_param_diff']:.1g} |"
-        )
+        lines.append(f"| {name} | {train} | {learn} | {r['max_abs_param_diff']:.1g} |")
     runs = {r["env"]: f"{r['rollouts']} rollout{'s' if r['rollouts'] > 1 else ''}" for r in data["sequences"]}
     reps = data["config"]["reps"]
     load = data["host"]["loadavg_start"][0]
     lines += [
         "",
-        f"Median paired ratios over {reps} runs of each, alternating, one torch thread "
+        f"Median paired ratios with their 95% intervals over {reps} runs of each, alternating, one torch thread "
         f"({', '.join(f'{env}: {n}' for env, n in runs.items())} per run), on a {data['host']['cpus']}-core machine "
         f"whose load average was {load:.1f} at the start: other jobs shared it. The parameter difference is after the "
         "first run of each, same seed: float rounding, grown over the run's updates.",

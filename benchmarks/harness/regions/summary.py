@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.regions import spo_depth
+from harness.regions import spo_depth, spo_paper
 from harness.regions.dagger import dagger_claim, distill_results
 from harness.regions.figures import MEDIAN_PAIRED, interval, seeds, steps, tally, verdict
 from harness.regions.learning import PRESET, comparisons, recommended_claim, zoo_claim
 from harness.regions.multi_critic import match_claim, styles_claim, styles_rows
-from harness.regions.results import ROOT, campaigns_of, link, single
-from harness.regions.speed import exactness_claim, lean_result, speed_claim
+from harness.regions.results import ROOT, campaigns_of, link
+from harness.regions.speed import exactness_claim, lean_result, quoted, speed_claim
+from harness.regions.time_to_solve import time_to_solve_claim
 
 BENCHMARKS_PAGE = ROOT / "docs" / "guide" / "benchmarks.md"
 #: The env of the README's quickstart (``XPPO("MlpPolicy", "CartPole-v1")``): the front figure is this env's
@@ -97,11 +98,13 @@ def render_decision(page: Path) -> str:
                 styles_claim(),
                 "does-multi-critic-help",
             ),
-            # SPO's row: its evidence is xppo.md's section on the ratio statistics
-            f'| `XPPO("MlpPolicy", env, actor_loss="spo")` | deep networks (the SPO paper, Simple Policy Optimization, '
-            "Xie et al. 2025: a 6-hidden-layer actor), where PPO's clip no longer bounds the ratio | "
-            f"{spo_depth.spo_claim() or spo_depth.pending_claim()} "
-            f"([evidence]({link(page, ROOT / spo_depth.PAGE, spo_depth.ANCHOR)})) |",
+            # SPO's row: the campaign in the paper's own setting once it is done, the depth campaign before
+            f'| `XPPO("MlpPolicy", env, actor_loss="spo")` | {spo_paper.when_words()} | '
+            + (
+                spo_paper.spo_paper_claim()
+                or f"{spo_depth.spo_claim() or spo_depth.pending_claim()}; {spo_paper.progress_words()}"
+            )
+            + f" ([evidence]({link(page, ROOT / spo_depth.PAGE, spo_depth.ANCHOR)})) |",
         ]
     )
 
@@ -116,20 +119,18 @@ def threshold(env_id: str) -> float:
 def render_front(page: Path) -> str:
     """The README's first screen: what a user gets, one measured number each, with its evidence."""
     bench = BENCHMARKS_PAGE
-    items = []
+    items, parts = [], []
+    if (solve := time_to_solve_claim()) is not None:
+        # the path the main job takes: the command the README gives, to a solved task, on the wall clock
+        parts.append(f"The main job, `python -m sb3_xppo.train`, {solve}.")
     if (lean := lean_result(QUICKSTART_ENV)) is not None:
         # the path the quickstart takes: an env id, which XPPO builds as its lean env
-        text = (
-            f'- **PPO, in less time.** `XPPO("MlpPolicy", "{QUICKSTART_ENV}")` trains SB3 PPO\'s model bit for bit, at '
-            f"{lean['ratio_paired']:.2f}x PPO's env-steps/s on {QUICKSTART_ENV} on the lean env XPPO builds from an env "
-            f"id ([{MEDIAN_PAIRED}]({link(page, bench, 'glossary')}))"
+        parts.append(
+            f'`XPPO("MlpPolicy", "{QUICKSTART_ENV}")` trains SB3 PPO\'s model bit for bit at {quoted(lean)} PPO\'s '
+            f"env-steps/s on {QUICKSTART_ENV} (its lean env; [{MEDIAN_PAIRED}]({link(page, bench, 'glossary')}))."
         )
-        if (command := single("train_cli.json")) is not None:
-            text += (
-                f"; the main job's whole command, `python -m sb3_xppo.train`, {command['ratio_paired']:.2f}x rl-zoo3's "
-                f"speed on {command['env']} ({MEDIAN_PAIRED}, PPO's hyperparameters)"
-            )
-        items.append(text + f" ([evidence]({link(page, bench, 'is-it-faster')})).")
+    if parts:
+        items.append(f"- **In less time.** {' '.join(parts)[:-1]} ([evidence]({link(page, bench, 'is-it-faster')})).")
     found = comparisons("recommended", PRESET)
     if found:
         curve = tally(found, "curve")
@@ -154,7 +155,7 @@ def render_front(page: Path) -> str:
         guide = ROOT / "docs" / "guide" / "multi_critic.md"
         items.append(
             f"- **One critic per [reward group]({link(page, guide)}).** On two reward styles 100x apart, "
-            f'"balanced" multi-critic (each group\'s advantages normalized on their own) against one critic: curve '
+            f'"balanced" multi-critic (advantages normalized per group) against one critic: curve '
             f"{interval(row, 'curve', 2)} against {interval(base, 'curve', 2)} ({verdict(row, base, 'curve')}), final "
             f"score {interval(row, 'final', 2)} against {interval(base, 'final', 2)} ({verdict(row, base, 'final')}), "
             f"IQMs over seeds {seeds(row['seeds'])} ([evidence]({link(page, bench, 'does-multi-critic-help')}))."

@@ -11,9 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.regions.figures import MEDIAN_PAIRED
+from harness.regions.figures import MEDIAN_PAIRED, ratio_with_spread
 from harness.regions.results import single
-from harness.regions.speed import speed_floor_lines, speed_results
+from harness.regions.speed import quoted, speed_floor_lines, speed_results
+
+
+def env_ratio(row: dict[str, Any], key: str = "ratio_paired_spread") -> str:
+    """A vec_env.json row's paired ratio ``key`` with its interval (``figures.ratio_with_spread``)."""
+    return ratio_with_spread(row.get(key), row.get("seconds_median", 0.0))
 
 
 def render_vec_env_throughput(page: Path) -> str:
@@ -23,22 +28,26 @@ def render_vec_env_throughput(page: Path) -> str:
         return "Pending: `python benchmarks/vec_env.py --profile`."
     lines = [
         "| env | env-steps/s, best: SB3's `make_vec_env` | DummyVecEnv, no render mode | lean | "
-        f"lean / SB3: {MEDIAN_PAIRED} (best) | floor / SB3, best | bit for bit |",
+        f"lean / SB3: {MEDIAN_PAIRED}, 95% interval | floor / SB3 | bit for bit |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in data["rows"]:
         rate = row["best_steps_per_s"]
         lines.append(
             f"| {row['env']} x{row['n_envs']} | {rate['sb3']:,.0f} | {rate['dummy']:,.0f} | {rate['lean']:,.0f} | "
-            f"{row['ratio_paired_median']:.2f}x ({row['ratio_best']:.2f}x) | {row['floor_ratio']:.2f}x | "
+            f"{env_ratio(row)} | {env_ratio(row, 'floor_spread')} | "
             f"{'yes' if row['bit_exact'] else '**no**'} |"
         )
-    lines += ["", f"Best of {data['reps']} repetitions of {data['env_steps']:,} env-steps each."]
+    lines += [
+        "",
+        f"{data['reps']} repetitions of {data['env_steps']:,} env-steps each: env-steps/s of the best, ratios the median "
+        "of the repetitions' paired ratios with its 95% interval.",
+    ]
     for row in data["rows"][:1]:
         lines[-1] += (
-            f" On {row['env']} x{row['n_envs']} the lean env gives {row['ratio_paired_median']:.2f}x SB3's env-steps/s "
-            f"({MEDIAN_PAIRED}); the envs alone, stepped in a bare loop, give at best {row['floor_ratio']:.2f}x, the "
-            "most any vector env in one process could."
+            f" On {row['env']} x{row['n_envs']} the lean env gives {env_ratio(row)} SB3's env-steps/s; the envs alone, "
+            f"stepped in a bare loop, give {env_ratio(row, 'floor_spread')}, the most any vector env in one process "
+            "could."
         )
     share = data.get("profile_env_share")
     if share is not None:
@@ -51,7 +60,7 @@ def render_vec_env_throughput(page: Path) -> str:
     return "\n".join(lines)
 
 
-#: A Ray / lean ratio of best-of-few runs within this of 1 is too close to call
+#: Ray's best run within this share of the lean env's best is too close to call
 CLOSE = 0.1
 
 
@@ -69,18 +78,15 @@ def render_ray_vec_env(page: Path) -> str:
         f"{machine['cpus']}-core machine {shared}(1-minute load average {loads[0]:.1f} before the run, {loads[1]:.1f} after "
         "it, its own processes included):",
         "",
-        "| env | n_envs | lean | SubprocVecEnv | RayVecEnv | Ray / lean | Ray / Subproc |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| env | n_envs | lean | SubprocVecEnv | RayVecEnv |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     faster: dict[str, list[int]] = {}
     close: dict[str, list[int]] = {}
     for row in results["rows"]:
         rate = row["steps_per_s"]
         ratio = rate["ray"] / rate["lean"]
-        lines.append(
-            f"| {row['env']} | {row['n_envs']} | {rate['lean']:,.0f} | {rate['subproc']:,.0f} | {rate['ray']:,.0f} | "
-            f"{ratio:.2f}x | {rate['ray'] / rate['subproc']:.2f}x |"
-        )
+        lines.append(f"| {row['env']} | {row['n_envs']} | {rate['lean']:,.0f} | {rate['subproc']:,.0f} | {rate['ray']:,.0f} |")
         faster.setdefault(row["env"], [])
         close.setdefault(row["env"], [])
         if abs(ratio - 1.0) < CLOSE:
@@ -89,8 +95,9 @@ def render_ray_vec_env(page: Path) -> str:
             faster[row["env"]].append(row["n_envs"])
     lines += [
         "",
-        f"Best of {config['reps']} runs each, without intervals: these say which was faster in these runs, not by how "
-        f"much it would be on another day. Within {CLOSE:.0%} of the lean env is too close to call from them.",
+        f"Best of {config['reps']} runs each, too few for an interval: they say which was faster in these runs, not by "
+        f"how much it would be on another day, so no ratio is quoted. Within {CLOSE:.0%} of the lean env is too close to "
+        "call from them.",
         "",
     ]
     for env in faster:
@@ -120,9 +127,8 @@ def render_train_cli(page: Path) -> str:
             for runs in by.values()
         ),
         "",
-        f"The whole command on {data['env']}, {data['steps']:,} steps, {data['reps']} repetitions: XPPO / PPO "
-        f"{data['ratio_paired']:.2f}x median paired (best {data['ratio_best']:.2f}x; CPU time: median paired "
-        f"{data['cpu_ratio_paired']:.2f}x, best {data['cpu_ratio_best']:.2f}x); "
+        f"The whole command on {data['env']}, {data['steps']:,} steps, {data['reps']} repetitions: XPPO's speed over "
+        f"PPO's {quoted(data)} ({MEDIAN_PAIRED} with its 95% interval; every pair in `train_cli.json`); "
         f"the final parameters {'are' if data['bit_exact'] else '**are not**'} PPO's bit for bit.",
     ]
     return "\n".join(lines)
@@ -142,7 +148,8 @@ def train_cli_target_lines() -> list[str]:
     return [
         "- The whole training command, `python -m sb3_xppo.train` against rl-zoo3's: the target, "
         f"{data['target']:g}x rl-zoo3's PPO on {data['env']} "
-        f"(`benchmarks/train_cli.py`), is {verdict}: {data['ratio_paired']:.2f}x median paired. rl-zoo3 makes its envs "
+        f"(`benchmarks/train_cli.py`), is {verdict}: {quoted(data)} ({MEDIAN_PAIRED} with its 95% interval). rl-zoo3 "
+        "makes its envs "
         "from a function (`create_envs`), which SB3 calls without a render mode, so rl-zoo3's PPO never paid for "
         "LunarLander's particles: the gain there is the algorithm's alone (the `LunarLander-v3` row of `speed.json`, "
         "both on rl-zoo3's envs), spread over the fixed costs both commands pay (imports, setup, evaluations, saving)."
@@ -157,9 +164,8 @@ def vec_env_target_lines() -> list[str]:
         verdict = "met" if row["target_met"] else "missed"
         lines.append(
             f"- Env-only, the lean env against SB3's `make_vec_env`: the target, {row['target']:g}x on {row['env']} "
-            f"x{row['n_envs']}, is {verdict}: best {row['ratio_best']:.2f}x "
-            f"({MEDIAN_PAIRED} {row['ratio_paired_median']:.2f}x), "
-            f"against a floor of at best {row['floor_ratio']:.2f}x."
+            f"x{row['n_envs']}, is {verdict}: {env_ratio(row)} ({MEDIAN_PAIRED} with its 95% interval), "
+            f"against a floor of {env_ratio(row, 'floor_spread')}."
         )
     return lines
 
@@ -171,16 +177,13 @@ def render_speed_targets(page: Path) -> str:
     if data is None or not data["results"]:
         return text or "Pending: `python benchmarks/speed.py --contrib`."
     lines = [
-        f"| env, XPPO's VecEnv | target (met or missed by the best ratio) | {MEDIAN_PAIRED}, best |",
+        f"| env, XPPO's VecEnv | target (met or missed by the {MEDIAN_PAIRED} ratio) | {MEDIAN_PAIRED}, 95% interval |",
         "| --- | --- | --- |",
     ]
     for r in data["results"]:
         if r["target"] is not None:
-            met = "met" if r["target_met"] else "missed"
-            lines.append(
-                f"| {r['env'].replace('@', ', ')} | {r['target']}x ({met}) | "
-                f"{r['ratio_paired']:.2f}x, {r['ratio_best']:.2f}x |"
-            )
+            met = "met" if r["ratio_paired"] >= r["target"] else "missed"
+            lines.append(f"| {r['env'].replace('@', ', ')} | {r['target']}x ({met}) | {quoted(r)} |")
     return "\n".join([*([text, ""] if text else []), *lines, "", *speed_floor_lines(data["results"])])
 
 
@@ -189,13 +192,13 @@ def render_vec_env_backends(page: Path) -> str:
     throughput, speed, ray = single("vec_env.json"), speed_results(vec_env=True), single("ray_vec_env.json")
     lean = dummy = envpool = subproc = ray_cell = "pending"
     if throughput is not None:
-        cells = [f"{r['env']} x{r['n_envs']} {r['ratio_paired_median']:.2f}x" for r in throughput["rows"]]
+        cells = [f"{r['env']} x{r['n_envs']} {env_ratio(r)}" for r in throughput["rows"]]
         lean = "env-steps/s against `make_vec_env`'s: " + ", ".join(cells)
         dummy = "1x (SB3's own)"
     if speed is not None:
         rows = [r for r in speed["results"] if r["env"].endswith("@envpool")]
         envpool = "`learn()`, env-steps/s against SB3 PPO's: " + ", ".join(
-            f"{r['env'].split('@')[0]} {r['ratio_paired']:.2f}x" for r in rows
+            f"{r['env'].split('@')[0]} {quoted(r)}" for r in rows
         )
     if ray is not None:
         by_env: dict[str, list[dict[str, Any]]] = {}
@@ -205,9 +208,10 @@ def render_vec_env_backends(page: Path) -> str:
 
         def against_lean(who: str) -> str:
             cells = [
-                f"{env} x{r['n_envs']} {r['steps_per_s'][who] / r['steps_per_s']['lean']:.2f}x" for env, r in largest.items()
+                f"{env} x{r['n_envs']} {r['steps_per_s'][who]:,.0f} (lean {r['steps_per_s']['lean']:,.0f})"
+                for env, r in largest.items()
             ]
-            return "`learn()` against the lean env: " + ", ".join(cells)
+            return "`learn()` env-steps/s, best run: " + ", ".join(cells)
 
         subproc, ray_cell = against_lean("subproc"), against_lean("ray")
     return "\n".join(
@@ -220,7 +224,8 @@ def render_vec_env_backends(page: Path) -> str:
             f'| `"envpool"` | no: C++ envs | one process, C++ threads | no | `ENVPOOL_ENV_IDS` | {envpool} |',
             f'| `"ray"` | yes | Ray actors, any node | yes | any | {ray_cell} |',
             "",
-            f"Speeds: {MEDIAN_PAIRED} ratios; Ray and `SubprocVecEnv` the best repetition on a 2-core machine. How each "
+            f"Speeds: {MEDIAN_PAIRED} ratios with their 95% intervals; Ray and `SubprocVecEnv` env-steps/s of the best "
+            "run on a 2-core machine. How each "
             "was measured is in the sections below.",
         ]
     )

@@ -1,0 +1,134 @@
+"""
+The SPO paper campaign's answer: the training-episode returns a report summarizes (a run's final training return and
+its curve, by hand and by a plain loop), their plot beside the paper's published returns, and the region's verdicts
+(SPO against PPO's clip at the deep actor, the deep actor against the shallow one) from reports built here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import harness.regions.summary
+import pytest
+from harness import spo_paper as paper
+from harness import train_episodes
+from harness.contenders import parse_contender
+from harness.regions import results, spo_paper
+from harness.spo_paper import CONTENDERS
+
+#: A run's record: the rollouts' ends, their episodes' mean returns and how many ended in each
+RECORD = {"steps": [2048, 4096, 6144, 8192, 10240], "returns": [1.0, 2.0, 3.0, 4.0, 5.0], "episodes": [1, 1, 2, 1, 3]}
+
+
+def test_the_final_training_return_by_hand_and_by_a_plain_loop():
+    # the last half of 10,240 steps: the rollouts ending at 6144, 8192 and 10240, weighted by their episodes
+    assert train_episodes.final_return(RECORD, 10240, 0.5) == pytest.approx((3 * 2 + 4 * 1 + 5 * 3) / 6)
+    total = count = 0.0
+    for step, mean, n in zip(RECORD["steps"], RECORD["returns"], RECORD["episodes"], strict=True):
+        if step > 10240 * (1 - 0.2):
+            total, count = total + mean * n, count + n
+    assert train_episodes.final_return(RECORD, 10240, 0.2) == pytest.approx(total / count) == 5.0
+    assert train_episodes.final_return(dict(steps=[2048], returns=[1.0], episodes=[1]), 10240, 0.1) is None
+
+
+def test_the_curve_by_hand():
+    assert train_episodes.curve(RECORD, 10240, 5) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    # two spans of 5,120 steps: 2048 and 4096 in the first, the rest in the second
+    assert train_episodes.curve(RECORD, 10240, 2) == pytest.approx([1.5, 25 / 6])
+    assert train_episodes.curve(dict(steps=[10240], returns=[2.0], episodes=[1]), 10240, 2) == [None, 2.0]
+
+
+def test_the_summary_and_the_plot_beside_the_papers_returns(tmp_path):
+    runs = [
+        dict(env="Walker2d-v5", contender=CONTENDERS["clip"], seed=seed, budget=10240, train_episodes=RECORD)
+        for seed in (1, 0)
+    ]
+    runs.append(dict(env="Walker2d-v5", contender=CONTENDERS["spo"], seed=0, budget=10240, train_episodes={}))
+    summary = train_episodes.summarize(runs, [parse_contender(name) for name in CONTENDERS.values()], 200, 0.5, 5)
+    row = summary["Walker2d-v5"][CONTENDERS["clip"]]
+    assert list(summary["Walker2d-v5"]) == [CONTENDERS["clip"]]  # (a run without episodes is left out)
+    assert row["seeds"] == [0, 1] and row["final_per_seed"] == pytest.approx([25 / 6] * 2)
+    assert row["final_iqm"] == pytest.approx(25 / 6) and row["final_iqm_ci"] == pytest.approx([25 / 6] * 2)
+    assert row["steps"] == [2048, 4096, 6144, 8192, 10240] and row["curve"] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    path = tmp_path / train_episodes.PLOT
+    train_episodes.plot(summary, str(path), "title", paper.reference(), paper.PAPER_STEPS)
+    assert path.stat().st_size > 10_000
+    assert paper.reference()["Walker2d-v5"][CONTENDERS["spo"]] == ("the paper's spo at 10M", 3100.0)
+
+
+# --- the region --------------------------------------------------------------------------------------------------------
+
+COMMAND = "python benchmarks/learning.py --name spo_paper"
+
+
+def _write(root: Path, finals: dict[str, list[float]], n_seeds: int = 5) -> None:
+    """A report of kind spo-paper: per env and role, ``n_seeds`` seeds whose final training returns are ``finals``."""
+    summary, episodes = {}, {}
+    for env_id in spo_paper.ENVS:
+        contenders, rows = {}, {}
+        for role, name in CONTENDERS.items():
+            values = finals[role][:n_seeds]
+            middle = sorted(values)[len(values) // 2]
+            common = dict(seeds=list(range(n_seeds)), final_iqm=middle, final_iqm_ci=[middle - 10, middle + 10])
+            contenders[name] = dict(common, final_per_seed=values)
+            rows[name] = dict(common, budget=5_000_000, final_per_seed=values)
+        summary[env_id] = dict(budget=5_000_000, threshold=None, contenders=contenders)
+        episodes[env_id] = rows
+    folder = root / "campaigns" / "spo_paper"
+    folder.mkdir(parents=True, exist_ok=True)
+    report = dict(kind=paper.KIND, command=COMMAND, summary=summary, train_episodes=episodes)
+    (folder / "report.json").write_text(json.dumps(report))
+
+
+@pytest.fixture
+def results_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    return tmp_path
+
+
+AHEAD = dict(clip=[1000.0, 1100.0, 1200.0, 900.0, 1050.0], spo=[3000.0, 3100.0, 2900.0, 3200.0, 2800.0])
+
+
+def test_a_partial_campaign_names_the_runs_left_and_the_command_that_resumes_them(results_in):
+    page = results.ROOT / "docs" / "guide" / "xppo.md"
+    assert "The campaign has not reported yet." in spo_paper.render_spo_paper(page)
+    _write(results_in, dict(AHEAD, shallow=AHEAD["clip"]), n_seeds=2)
+    text = spo_paper.render_spo_paper(page)
+    assert "**Answer:** 18 of 45 runs done; verdict pending. The rest (Walker2d-v5: PPO's clip, deep actor, seeds 2-4;" in text
+    assert f"resume with `{COMMAND}`" in text and text.count("| pending | pending |") == 3
+    assert "| Walker2d-v5 (5M) | 1100 / 3100 | 1100.0 [1090.0, 1110.0] / 1100.0 [1090.0, 1110.0] (2 seeds) |" in text
+    decision = harness.regions.summary.render_decision(page)
+    assert "the paper's own setting: 18 of 45 runs done ([evidence]" in decision
+    assert "no setting shown yet where it pays (the SPO paper, Simple Policy Optimization" in decision
+
+
+@pytest.mark.parametrize(
+    "shallow, answer",
+    [
+        # the deep actor's PPO well below the shallow one's: PPO lost to depth, as the paper says
+        ([2000.0, 2100.0, 2200.0, 1900.0, 2050.0], "PPO's clip lost to depth on Walker2d-v5, HalfCheetah-v5, Ant-v5"),
+        # the same returns at both depths
+        (AHEAD["clip"], "PPO's clip did not lose to depth on any env"),
+    ],
+)
+def test_the_answer_once_every_run_is_in(results_in, shallow, answer):
+    _write(results_in, dict(AHEAD, shallow=shallow))
+    text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert f"**Answer:** Reproduced on Walker2d-v5, HalfCheetah-v5, Ant-v5 at 5M steps; {answer}" in text
+    # the difference of the IQMs (3000 - 1050) with its interval, and the exact rank test's p with all five seeds apart
+    assert "| +1950 [" in text and "ahead (p = 0.008) |" in text
+    claim = spo_paper.spo_paper_claim()
+    assert claim is not None and claim.startswith("in the paper's own setting: Reproduced on")
+    decision = harness.regions.summary.render_decision(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert claim in decision and "| a 6-hidden-layer actor on Walker2d-v5, HalfCheetah-v5, Ant-v5 (" in decision
+
+
+def test_one_seed_carrying_the_difference_is_not_reproduced(results_in):
+    """SPO's lead carried by seed 0: ahead with all five seeds, level without seed 0, so not reproduced."""
+    clip = [514.86, 502.22, 805.85, 648.54, 800.35]
+    _write(results_in, dict(clip=clip, spo=[3340.45, 1190.74, 1269.38, 756.63, 1133.96], shallow=clip))
+    text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert "**Answer:** Not reproduced on any of the three at 5M steps" in text and "inconclusive (p = " in text
+    assert not spo_paper.reproduced(spo_paper.verdicts("Ant-v5")["spo"])  # type: ignore[index]
+    assert "no setting found where it pays" in harness.regions.summary.render_decision(results.ROOT / "README.md")
