@@ -5,16 +5,20 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "overhead.py")
 
 
-def test_no_repetitions_is_refused_before_any_work(tmp_path):
+def test_no_repetitions_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    import overhead  # benchmarks/ is on pytest's pythonpath
+
     out = tmp_path / "overhead.json"
     for flags, named in ((["--learn-reps", "0"], "--learn-reps"), (["--reps", "0"], "--reps")):
-        result = subprocess.run(
-            [sys.executable, SCRIPT, *flags, "--out", str(out)], capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 2 and f"{named} must be at least 1" in result.stderr
+        monkeypatch.setattr(sys, "argv", [SCRIPT, *flags, "--out", str(out)])
+        with pytest.raises(SystemExit) as refused:
+            overhead.main()
+        assert refused.value.code == 2 and f"{named} must be at least 1" in capsys.readouterr().err
         assert not out.exists()
 
 

@@ -17,6 +17,7 @@ from helpers import (
     ROOT,
     check_commands_name_what_exists,
     check_relative_links,
+    markdown_blocks,
     page_blocks,
     parse_commands,
     run_python_block,
@@ -28,6 +29,10 @@ PAGES = sorted(path for path in DOCS.rglob("*") if path.suffix in (".md", ".rst"
 MARKDOWN_PAGES = [path for path in PAGES if path.suffix == ".md"]
 PYTHON_BLOCKS = [(f"{page.relative_to(DOCS)}:{name}", code) for page in PAGES for name, code in page_blocks(page, "python")]
 COMMANDS = shell_commands_of([block for page in PAGES for block in page_blocks(page, "bash")])
+#: The blocks that run here: a block the README holds word for word (the quickstart on index.md) runs in
+#: tests/test_readme.py, once
+README_BLOCKS = {code for _, code in markdown_blocks((ROOT / "README.md").read_text(encoding="utf-8"), "python")}
+RUN_HERE = [(name, code) for name, code in PYTHON_BLOCKS if code not in README_BLOCKS]
 
 # the modules whose public names (``__all__``) the API reference covers, and the other names users meet
 PUBLIC_MODULES = (
@@ -64,9 +69,11 @@ def test_docs_have_examples() -> None:
     # every block of the README before it became a front page moved here: 17 python blocks, more than 10 commands
     assert len(PYTHON_BLOCKS) >= 17
     assert len(COMMANDS) >= 25
+    # the quickstart is the README's, and runs there
+    assert 0 < len(PYTHON_BLOCKS) - len(RUN_HERE) < 3 and len(RUN_HERE) >= 17
 
 
-@pytest.mark.parametrize("code", [code for _, code in PYTHON_BLOCKS], ids=[name for name, _ in PYTHON_BLOCKS])
+@pytest.mark.parametrize("code", [code for _, code in RUN_HERE], ids=[name for name, _ in RUN_HERE])
 def test_python_block_runs(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     run_python_block(code, "<docs>")

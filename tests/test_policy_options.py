@@ -371,8 +371,8 @@ def test_options_on_cuda():
 
 @pytest.mark.slow
 def test_hl_gauss_learns_cartpole():
-    """The classification critic with value normalization learns CartPole within PPO's usual budget."""
+    """The classification critic with value normalization learns CartPole in 10 of PPO's default rollouts."""
     model = XPPO("MlpPolicy", "CartPole-v1", value_loss="hl_gauss", normalize_values=True, seed=0, device="cpu")
-    model.learn(40_000)
+    model.learn(20_480)
     mean, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=10)
     assert mean >= 300
