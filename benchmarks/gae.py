@@ -22,7 +22,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from harness.layout import single_file, write_result
-from harness.paired import paired_ratio
+from harness.paired import paired_times
 from harness.provenance import code_record
 from stable_baselines3.common.buffers import RolloutBuffer
 
@@ -115,11 +115,11 @@ def main() -> None:
                 sb3_ms=t_sb3 * 1e3,
                 buffer_ms=t_buffer * 1e3,
                 buffer_speedup=t_sb3 / t_buffer,
-                buffer_spread=paired_ratio([a / b for a, b in zip(sb3_times, buffer_times, strict=True)]),
+                buffer_spread=paired_times(sb3_times, buffer_times),
                 buffer_exact=exact,
                 calc_gae_ms=t_ours * 1e3,
                 speedup=t_sb3 / t_ours,
-                spread=paired_ratio([a / b for a, b in zip(sb3_times, our_times, strict=True)]),
+                spread=paired_times(sb3_times, our_times),
                 max_abs_diff=diff,
             )
         )

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch as th
 from harness.layout import single_file
-from harness.paired import paired_ratio
+from harness.paired import paired_times
 from harness.provenance import code_record
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
@@ -176,14 +176,6 @@ def collect_rollout(args: argparse.Namespace) -> tuple[RolloutBuffer, dict[str, 
     return model.rollout_buffer, copy.deepcopy(model.policy.state_dict())
 
 
-def paired(samples: list[float], reference: list[float]) -> dict[str, Any]:
-    """
-    The time ratios of the same repetitions (``samples[i] / reference[i]``: above 1, ``samples`` took longer), their
-    median and its 95% bootstrap interval (``harness/paired.py``).
-    """
-    return paired_ratio([float(a / b) for a, b in zip(samples, reference, strict=True)])
-
-
 def contrib_ratios(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """
     ``train()`` of MaskableXPPO / RecurrentXPPO against their sb3-contrib parents on one rollout the parent collected,
@@ -231,7 +223,7 @@ def contrib_ratios(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 model.train()
                 times[i].append(time.perf_counter() - start)
         ratio = min(times[1]) / min(times[0])
-        spread = paired(times[1], times[0])
+        spread = paired_times(times[1], times[0])
         paired_median = spread["median"]
         results[name] = dict(ratio=ratio, paired_ratio=paired_median, paired_spread=spread, parent_min_ms=min(times[0]) * 1e3)
         print(f"{name}: {ratio:.3f}x (paired {paired_median:.3f}x), parent train() {min(times[0]) * 1e3:.1f} ms")
@@ -252,7 +244,7 @@ def learn_check_cost(args: argparse.Namespace) -> dict[str, float]:
             start = time.perf_counter()
             model.learn(args.learn_steps)
             times[check].append(time.perf_counter() - start)
-    spread = paired(times[True], times[False])
+    spread = paired_times(times[True], times[False])
     best = min(times[True]) / min(times[False])
     print(f"non-finite checks, learn({args.learn_steps}): {best:.3f}x (min), {spread['median']:.3f}x (paired median)")
     return dict(learn_ratio=best, learn_paired_ratio=spread["median"], learn_paired_spread=spread)
@@ -329,7 +321,7 @@ def ratio_rows(args: argparse.Namespace, times: dict[str, list[float]], cpu_time
     for name, samples in times.items():
         best, median, cpu_ratio = min(samples), float(np.median(samples)), min(cpu_times[name]) / cpu_reference
         # Median over repetitions of the ratio to PPO's time in the same repetition: robust to bursts of load
-        spread = paired(samples, times["PPO"])
+        spread = paired_times(samples, times["PPO"])
         rows.append(
             dict(
                 variant=name,
@@ -354,7 +346,7 @@ def pairwise_ratios(times: dict[str, list[float]]) -> tuple[dict, dict, dict]:
     multi_critic = {}
     for name, samples in times.items():
         if "critics" in name:
-            spread = paired(samples, times["XPPO clip"])
+            spread = paired_times(samples, times["XPPO clip"])
             multi_critic[name] = dict(
                 ratio=min(samples) / min(times["XPPO clip"]), paired_ratio=spread["median"], paired_spread=spread
             )
@@ -363,13 +355,13 @@ def pairwise_ratios(times: dict[str, list[float]]) -> tuple[dict, dict, dict]:
     pcgrad = {}
     if "XPPO 4 critics, pcgrad" in times and "XPPO 4 critics" in times:
         samples, plain = times["XPPO 4 critics, pcgrad"], times["XPPO 4 critics"]
-        spread = paired(samples, plain)
+        spread = paired_times(samples, plain)
         pcgrad = dict(ratio=min(samples) / min(plain), paired_ratio=spread["median"], paired_spread=spread)
         print(f"XPPO 4 critics, pcgrad / XPPO 4 critics: {pcgrad['ratio']:.3f}x (paired {pcgrad['paired_ratio']:.3f}x)")
     # What XPPO's non-finite checks cost (target: <= 2% of train() and of learn())
     checks = {}
     if "XPPO clip, no checks" in times:
-        spread = paired(times["XPPO clip"], times["XPPO clip, no checks"])
+        spread = paired_times(times["XPPO clip"], times["XPPO clip, no checks"])
         checks.update(train_paired_ratio=spread["median"], train_paired_spread=spread)
         print(f"non-finite checks, train(): {checks['train_paired_ratio']:.3f}x (paired, XPPO clip / no checks)")
     return multi_critic, pcgrad, checks

@@ -91,7 +91,7 @@ import numpy as np
 import stable_baselines3
 import torch as th
 from harness.layout import RESULTS, SINGLE
-from harness.paired import paired_ratio
+from harness.paired import paired_times
 from harness.provenance import code_record
 from harness.speed_profile import ALGOS, CATEGORIES, CLOCKS, ENV_ONLY, Profiler, instrument, patched
 from harness.speed_tables import format_contrib_table, format_sequences_table, format_table, plot
@@ -321,20 +321,21 @@ def summarize_env(env_id: str, runs: list[Run], profiled: list[Run], exact: bool
             breakdown[name]["instrumented_cpu_steps_per_s"] = fastest.steps / fastest.cpu_seconds
     ratio = speed["XPPO"]["best"] / speed["PPO"]["best"]
     target = TARGETS.get(env_id)
+    # the pairs and the median's 95% bootstrap interval (harness/paired.py)
+    spread = paired_times([p.seconds for p, _ in pairs], [x.seconds for _, x in pairs])
     return dict(
         env=env_id,
         steps_per_run=runs[0].steps,
         speed=speed,
         ratio_best=ratio,
         ratio_median=speed["XPPO"]["median"] / speed["PPO"]["median"],
-        ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
-        # the pairs and the median's 95% bootstrap interval (harness/paired.py)
-        ratio_paired_spread=paired_ratio([p.seconds / x.seconds for p, x in pairs]),
+        ratio_paired=spread["median"],
+        ratio_paired_spread=spread,
         cpu_ratio_best=speed["XPPO"]["cpu_best"] / speed["PPO"]["cpu_best"],
         cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
         share_of_env_limit={n: speed[n]["best"] / speed[ENV_ONLY]["best"] for n in ALGOS},
         target=target,
-        target_met=None if target is None else statistics.median(p.seconds / x.seconds for p, x in pairs) >= target,
+        target_met=None if target is None else spread["median"] >= target,
         bit_exact=exact,
         max_abs_param_diff=diff,
         breakdown=breakdown,
@@ -446,6 +447,7 @@ def benchmark_contrib(
         speed = throughput(runs)
         pairs = list(zip(runs["parent"], runs["XPPO"], strict=True))
         exact, diff = params_difference(params["parent"], params["XPPO"])
+        spread = paired_times([p.seconds for p, _ in pairs], [x.seconds for _, x in pairs])
         results.append(
             dict(
                 name=name,
@@ -453,8 +455,8 @@ def benchmark_contrib(
                 speed=speed,
                 ratio_best=speed["XPPO"]["best"] / speed["parent"]["best"],
                 ratio_median=speed["XPPO"]["median"] / speed["parent"]["median"],
-                ratio_paired=statistics.median(p.seconds / x.seconds for p, x in pairs),
-                ratio_paired_spread=paired_ratio([p.seconds / x.seconds for p, x in pairs]),
+                ratio_paired=spread["median"],
+                ratio_paired_spread=spread,
                 cpu_ratio_paired=statistics.median(p.cpu_seconds / x.cpu_seconds for p, x in pairs),
                 bit_exact=exact,
                 max_abs_param_diff=diff,
@@ -533,16 +535,17 @@ def benchmark_sequences(
                 runs[name].append((run, train_seconds, train_cpu))
                 params.setdefault(name, run_params)
         pairs = list(zip(runs["RecurrentPPO"], runs["RecurrentXPPO"], strict=True))
-        ratios = dict(
-            learn=statistics.median(p.seconds / x.seconds for (p, _, _), (x, _, _) in pairs),
-            learn_cpu=statistics.median(p.cpu_seconds / x.cpu_seconds for (p, _, _), (x, _, _) in pairs),
-            train=statistics.median(p / x for (_, p, _), (_, x, _) in pairs),
-            train_cpu=statistics.median(p / x for (_, _, p), (_, _, x) in pairs),
-        )
         # the pairs and the medians' 95% bootstrap intervals (harness/paired.py)
+        parent, ours = runs["RecurrentPPO"], runs["RecurrentXPPO"]
         spreads = dict(
-            learn=paired_ratio([p.seconds / x.seconds for (p, _, _), (x, _, _) in pairs]),
-            train=paired_ratio([p / x for (_, p, _), (_, x, _) in pairs]),
+            learn=paired_times([r.seconds for r, _, _ in parent], [r.seconds for r, _, _ in ours]),
+            train=paired_times([t for _, t, _ in parent], [t for _, t, _ in ours]),
+        )
+        ratios = dict(
+            learn=spreads["learn"]["median"],
+            learn_cpu=statistics.median(p.cpu_seconds / x.cpu_seconds for (p, _, _), (x, _, _) in pairs),
+            train=spreads["train"]["median"],
+            train_cpu=statistics.median(p / x for (_, _, p), (_, _, x) in pairs),
         )
         _, diff = params_difference(params["RecurrentPPO"], params["RecurrentXPPO"])
         results.append(

@@ -53,7 +53,7 @@ import numpy as np
 import stable_baselines3
 import torch as th
 from harness.layout import single_file, write_result
-from harness.paired import paired_ratio
+from harness.paired import paired_times
 from harness.provenance import code_record
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
@@ -193,12 +193,7 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
     best_wall = {kind: steps / min(times) for kind, times in wall.items()}
     ratio = best["lean"] / best["sb3"]
     target = TARGETS.get((env_id, n_envs))
-
-    def against(kind: str, reference: str = "sb3") -> dict[str, Any]:
-        """``kind``'s speed over ``reference``'s, one ratio per repetition, with its median's interval."""
-        return paired_ratio([r / k for k, r in zip(cpu[kind], cpu[reference], strict=True)])
-
-    lean = against("lean")
+    lean = paired_times(cpu["sb3"], cpu["lean"])  # (the lean env's speed over SB3's, repetition by repetition)
 
     return dict(
         env=env_id,
@@ -211,9 +206,9 @@ def benchmark(env_id: str, n_envs: int, env_steps: int, reps: int, check_steps: 
         ratio_best=ratio,
         ratio_paired_median=lean["median"],
         ratio_paired_spread=lean,
-        render_mode_spread=against("dummy"),
-        floor_spread=against("bare"),
-        recorder_spread=against("lean", "unrecorded"),
+        render_mode_spread=paired_times(cpu["sb3"], cpu["dummy"]),
+        floor_spread=paired_times(cpu["sb3"], cpu["bare"]),
+        recorder_spread=paired_times(cpu["unrecorded"], cpu["lean"]),
         seconds_median=statistics.median(cpu["sb3"]),
         ratio_wall_best=best_wall["lean"] / best_wall["sb3"],
         render_mode_ratio=best["dummy"] / best["sb3"],

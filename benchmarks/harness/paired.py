@@ -3,7 +3,8 @@ Paired ratios with their spread: every speed ratio a page quotes is the median o
 XPPO's in the same repetition, or to the same goal), given with a 95% bootstrap interval of that median and the pairs
 themselves, so that a reader sees how far one pair may go the other way.
 
-- :func:`paired_ratio`: the median, its interval (scipy's percentile bootstrap), and the pairs.
+- :func:`paired_ratio`: the median, its interval (scipy's percentile bootstrap), and the pairs;
+  :func:`paired_times`: the same of two sides' seconds, repetition by repetition.
 - :func:`pace`: "faster" / "slower" only where the interval is clear of 1, else "level".
 - :data:`MIN_PAIRS`: how many pairs a quoted ratio needs (9 where a run lasts seconds).
 """
@@ -11,6 +12,7 @@ themselves, so that a reader sees how far one pair may go the other way.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,14 @@ def paired_ratio(ratios: list[float], reps: int = 10_000, seed: int = 0) -> dict
     )
     low, high = found.confidence_interval
     return {"median": median, "interval": [float(low), float(high)], "pairs": [float(r) for r in ratios]}
+
+
+def paired_times(over: Sequence[float], under: Sequence[float]) -> dict[str, Any]:
+    """
+    :func:`paired_ratio` of ``over[i] / under[i]``: two sides' seconds in the same repetitions (PPO's over XPPO's, a
+    speed ratio; a variant's over the reference's, a time ratio).
+    """
+    return paired_ratio([a / b for a, b in zip(over, under, strict=True)])
 
 
 def pace(found: dict[str, Any]) -> str:

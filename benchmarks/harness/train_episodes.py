@@ -17,6 +17,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from harness.contenders import Contender
+from harness.reports import iqm_with_ci
 
 #: The decimals a run's record keeps of each return (``Monitor`` keeps 6)
 DECIMALS = 2
@@ -118,8 +119,6 @@ def summarize(
     :return: ``{env: {contender: {"seeds", "budget", "share", "final_per_seed", "final_iqm", "final_iqm_ci", "steps",
         "curve", "curve_per_seed"}}}``, empty when no run recorded its training episodes
     """
-    from harness.reports import iqm_with_ci
-
     summary: dict[str, Any] = {}
     for env_id in dict.fromkeys(r["env"] for r in runs):
         for c in contenders:

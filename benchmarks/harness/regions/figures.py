@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.paired import MIN_PAIRS, SHORT_RUN_SECONDS, enough_pairs
+
 #: How every ``learn()`` speed ratio is labelled, on every page (the median over the repetitions of PPO's time over
 #: XPPO's in the same pair; speed.json's ``ratio_paired``)
 MEDIAN_PAIRED = "median paired"
@@ -20,8 +22,6 @@ def ratio_with_spread(found: dict[str, Any] | None, seconds: float) -> str:
     :param seconds: how long one run of the ratio lasts (its runs are short or long)
     :raises ValueError: naming the missing interval or the pairs short
     """
-    from harness.paired import MIN_PAIRS, SHORT_RUN_SECONDS, enough_pairs
-
     if not found or "interval" not in found or "pairs" not in found:
         raise ValueError(f"a quoted ratio needs its pairs and its interval in the result file, got {found!r}")
     if not enough_pairs(found, seconds):

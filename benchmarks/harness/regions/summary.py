@@ -122,15 +122,15 @@ def render_front(page: Path) -> str:
     items, parts = [], []
     if (solve := time_to_solve_claim()) is not None:
         # the path the main job takes: the command the README gives, to a solved task, on the wall clock
-        parts.append(f"The main job, `python -m sb3_xppo.train`, {solve}.")
+        parts.append(f"The main job, `python -m sb3_xppo.train`, {solve}")
     if (lean := lean_result(QUICKSTART_ENV)) is not None:
         # the path the quickstart takes: an env id, which XPPO builds as its lean env
         parts.append(
             f'`XPPO("MlpPolicy", "{QUICKSTART_ENV}")` trains SB3 PPO\'s model bit for bit at {quoted(lean)} PPO\'s '
-            f"env-steps/s on {QUICKSTART_ENV} (its lean env; [{MEDIAN_PAIRED}]({link(page, bench, 'glossary')}))."
+            f"env-steps/s on {QUICKSTART_ENV} (its lean env; [{MEDIAN_PAIRED}]({link(page, bench, 'glossary')}))"
         )
     if parts:
-        items.append(f"- **In less time.** {' '.join(parts)[:-1]} ([evidence]({link(page, bench, 'is-it-faster')})).")
+        items.append(f"- **In less time.** {'. '.join(parts)} ([evidence]({link(page, bench, 'is-it-faster')})).")
     found = comparisons("recommended", PRESET)
     if found:
         curve = tally(found, "curve")
