@@ -62,12 +62,15 @@ def test_the_summary_and_the_plot_beside_the_papers_returns(tmp_path):
 COMMAND = "python benchmarks/learning.py --name spo_paper"
 
 
-def _write(root: Path, finals: dict[str, list[float]], n_seeds: int = 5) -> None:
-    """A report of kind spo-paper: per env and role, ``n_seeds`` seeds whose final training returns are ``finals``."""
+def _write(root: Path, finals: dict[str, list[float]], n_seeds: int = 5, envs: tuple[str, ...] = spo_paper.ENVS) -> None:
+    """
+    A report of kind spo-paper: per env of ``envs`` and per role of ``finals``, ``n_seeds`` seeds whose final training
+    returns are ``finals``.
+    """
     summary, episodes = {}, {}
-    for env_id in spo_paper.ENVS:
+    for env_id in envs:
         contenders, rows = {}, {}
-        for role, name in CONTENDERS.items():
+        for role, name in ((role, CONTENDERS[role]) for role in finals):
             values = finals[role][:n_seeds]
             middle = sorted(values)[len(values) // 2]
             common = dict(seeds=list(range(n_seeds)), final_iqm=middle, final_iqm_ci=[middle - 10, middle + 10])
@@ -101,6 +104,16 @@ def test_a_partial_campaign_names_the_runs_left_and_the_command_that_resumes_the
     decision = harness.regions.summary.render_decision(page)
     assert "the paper's own setting: 18 of 45 runs done ([evidence]" in decision
     assert "no setting shown yet where it pays (the SPO paper, Simple Policy Optimization" in decision
+
+
+def test_the_table_has_every_env_with_the_papers_returns_before_its_runs_are_in(results_in):
+    """The first run in: all three envs with the paper's returns; one seed's return alone, without a degenerate interval."""
+    _write(results_in, dict(clip=[1629.3]), n_seeds=1, envs=("Walker2d-v5",))
+    text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert "| Walker2d-v5 (5M) | 1100 / 3100 | 1629.3 / 1629.3 (1 seed) | - | - | pending | pending |" in text
+    assert "| HalfCheetah-v5 | 2200 / 5200 | - | - | - | pending | pending |" in text
+    assert "| Ant-v5 | 1000 / 4600 | - | - | - | pending | pending |" in text
+    assert "[1629.3" not in text and "**Answer:** 1 of 45 runs done; verdict pending." in text
 
 
 @pytest.mark.parametrize(

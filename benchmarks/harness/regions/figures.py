@@ -32,8 +32,10 @@ def ratio_with_spread(found: dict[str, Any] | None, seconds: float) -> str:
 
 
 def interval(row: dict[str, Any], metric: str, decimals: int = 1) -> str:
-    """``"iqm [low, high]"`` of a summary row's ``final`` or ``curve`` IQM."""
+    """``"iqm [low, high]"`` of a summary row's ``final`` or ``curve`` IQM; the IQM alone where one seed gives no spread."""
     low, high = row[f"{metric}_iqm_ci"]
+    if len(row["seeds"]) == 1:
+        return f"{row[f'{metric}_iqm']:.{decimals}f}"
     return f"{row[f'{metric}_iqm']:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"
 
 

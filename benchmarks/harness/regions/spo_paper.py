@@ -105,8 +105,9 @@ def returns_table() -> list[str]:
         + " | spo - clip, deep [95%] | deep - shallow, clip [95%] |",
         "| --- " * (len(CONTENDERS) + 4) + "|",
     ]
-    for env_id, found in rows().items():
-        paper = PAPER_RETURNS[env_id]
+    # every env, with the paper's returns, also before its first run is in
+    for env_id, paper in PAPER_RETURNS.items():
+        found = rows().get(env_id, {})
         cells = []
         for role in CONTENDERS:
             row = found.get(role)
@@ -117,11 +118,8 @@ def returns_table() -> list[str]:
             cells.append(f"{interval(row, 'final')} / {interval(row['eval'], 'final')} ({n} seed{'s' * (n != 1)})")
         verdict = verdicts(env_id)
         said = [_difference(verdict[key]) for key in ("spo", "depth")] if verdict else ["pending", "pending"]
-        env_budget = next(iter(found.values()))["budget"]
-        lines.append(
-            f"| {env_id} ({budget(env_budget)}) | {paper['clip']:.0f} / {paper['spo']:.0f} | {' | '.join(cells)} | "
-            f"{' | '.join(said)} |"
-        )
+        env = f"{env_id} ({budget(next(iter(found.values()))['budget'])})" if found else env_id
+        lines.append(f"| {env} | {paper['clip']:.0f} / {paper['spo']:.0f} | {' | '.join(cells)} | {' | '.join(said)} |")
     return lines
 
 
@@ -187,8 +185,7 @@ def render_spo_paper(page: Path) -> str:
         "exact rank test over seeds, which must hold without any one seed too, with the difference of the IQMs and its "
         "bootstrap interval; *reproduced* needs SPO ahead and that interval above 0.\n\n"
     )
-    table = returns_table()
-    text += "\n".join(table) if len(table) > 2 else "*No run has finished yet.*"
+    text += "\n".join(returns_table())
     if found is not None:
         folder = results.RESULTS / CAMPAIGNS / found[0]
         for name, label in (
