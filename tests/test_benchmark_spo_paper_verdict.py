@@ -62,10 +62,16 @@ def test_the_summary_and_the_plot_beside_the_papers_returns(tmp_path):
 COMMAND = "python benchmarks/learning.py --name spo_paper"
 
 
-def _write(root: Path, finals: dict[str, list[float]], n_seeds: int = 5, envs: tuple[str, ...] = spo_paper.ENVS) -> None:
+def _write(
+    root: Path,
+    finals: dict[str, list[float]],
+    n_seeds: int = 5,
+    envs: tuple[str, ...] = spo_paper.ENVS,
+    seconds: dict[str, float] | None = None,
+) -> None:
     """
     A report of kind spo-paper: per env of ``envs`` and per role of ``finals``, ``n_seeds`` seeds whose final training
-    returns are ``finals``.
+    returns are ``finals``, each role's runs taking ``seconds[role]`` (1 hour unless given) to learn.
     """
     summary, episodes = {}, {}
     for env_id in envs:
@@ -74,7 +80,7 @@ def _write(root: Path, finals: dict[str, list[float]], n_seeds: int = 5, envs: t
             values = finals[role][:n_seeds]
             middle = sorted(values)[len(values) // 2]
             common = dict(seeds=list(range(n_seeds)), final_iqm=middle, final_iqm_ci=[middle - 10, middle + 10])
-            contenders[name] = dict(common, final_per_seed=values)
+            contenders[name] = dict(common, final_per_seed=values, learn_seconds=(seconds or {}).get(role, 3600.0))
             rows[name] = dict(common, budget=5_000_000, final_per_seed=values)
         summary[env_id] = dict(budget=5_000_000, threshold=None, contenders=contenders)
         episodes[env_id] = rows
@@ -114,6 +120,26 @@ def test_the_table_has_every_env_with_the_papers_returns_before_its_runs_are_in(
     assert "| HalfCheetah-v5 | 2200 / 5200 | - | - | - | pending | pending |" in text
     assert "| Ant-v5 | 1000 / 4600 | - | - | - | pending | pending |" in text
     assert "[1629.3" not in text and "**Answer:** 1 of 45 runs done; verdict pending." in text
+
+
+def test_the_cost_of_the_runs_done_and_of_the_runs_left_by_hand(results_in):
+    """
+    Walker2d's deep clip run took 100 min, its shallow one 25: the runs left at those means, SPO's (none yet) at the mean
+    of every run, 62.5 min. Walker2d: 4 x 100 + 5 x 62.5 + 4 x 25 = 812.5 min; HalfCheetah and Ant, 5 x (100 + 62.5 + 25)
+    = 937.5 min each: 2687.5 min, 44.8 core-hours.
+    """
+    seconds = dict(clip=6000.0, shallow=1500.0)
+    _write(results_in, dict(clip=[1500.0], shallow=[5000.0]), n_seeds=1, envs=("Walker2d-v5",), seconds=seconds)
+    text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert (
+        "the mean over the finished runs: Walker2d-v5, PPO's clip, deep actor: 100 min (1 run); Walker2d-v5, PPO's clip, "
+        "64-64 actor: 25 min (1 run). The 43 runs left: about 45 core-hours at those means." in text
+    )
+    # the same by a plain loop over the runs left
+    done = {("Walker2d-v5", "clip"): 100.0, ("Walker2d-v5", "shallow"): 25.0}
+    left = [(e, r) for e in spo_paper.ENVS for r in CONTENDERS for s in range(5) if not ((e, r) in done and s == 0)]
+    minutes = sum(done.get((e, r), next((m for (_, rr), m in done.items() if rr == r), 62.5)) for e, r in left)
+    assert len(left) == 43 and round(minutes / 60) == 45
 
 
 @pytest.mark.parametrize(

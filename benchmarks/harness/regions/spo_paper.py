@@ -53,15 +53,52 @@ def runs_done() -> int:
     return sum(len(row["seeds"]) for env in rows().values() for row in env.values())
 
 
-def remaining() -> list[str]:
-    """The runs still to make, per env and contender, in words ("Ant-v5: SPO, deep actor, seeds 1-4")."""
+def missing() -> list[tuple[str, str, list[int]]]:
+    """The runs still to make: ``(env, role, seeds)`` for each env and contender with seeds left."""
     found, out = rows(), []
     for env_id in ENVS:
         for role in CONTENDERS:
             done = set(found.get(env_id, {}).get(role, {}).get("seeds", []))
-            if missing := [s for s in range(SEEDS) if s not in done]:
-                out.append(f"{env_id}: {ROLE_WORDS[role]}, seeds {seeds(missing)}")
+            if left := [s for s in range(SEEDS) if s not in done]:
+                out.append((env_id, role, left))
     return out
+
+
+def remaining() -> list[str]:
+    """The runs still to make, per env and contender, in words ("Ant-v5: SPO, deep actor, seeds 1-4")."""
+    return [f"{env_id}: {ROLE_WORDS[role]}, seeds {seeds(left)}" for env_id, role, left in missing()]
+
+
+def cost_words() -> str:
+    """
+    What the campaign costs: each env and contender's mean ``learn()`` time over its finished runs, and the runs left
+    at those means (an env and contender without a run yet at its contender's mean over the envs, else at the mean of
+    every run).
+    """
+    found = rows()
+    seconds = {(env_id, role): row for env_id, by_role in found.items() for role, row in by_role.items()}
+    if not seconds:
+        return ""
+
+    def mean(env_id: str, role: str) -> float:
+        if (env_id, role) in seconds:
+            return seconds[env_id, role]["eval"]["learn_seconds"]
+        same = [row for (_, r), row in seconds.items() if r == role] or list(seconds.values())
+        return sum(row["eval"]["learn_seconds"] * len(row["seeds"]) for row in same) / sum(len(row["seeds"]) for row in same)
+
+    each = "; ".join(
+        f"{env_id}, {ROLE_WORDS[role]}: {row['eval']['learn_seconds'] / 60:.0f} min ({len(row['seeds'])} run"
+        f"{'s' * (len(row['seeds']) != 1)})"
+        for (env_id, role), row in seconds.items()
+    )
+    left = missing()
+    hours = sum(mean(env_id, role) * len(seeds_left) for env_id, role, seeds_left in left) / 3600
+    n = sum(len(seeds_left) for _, _, seeds_left in left)
+    tail = f" The {n} runs left: about {hours:.0f} core-hours at those means." if n else ""
+    return (
+        "**Cost:** each run's `learn()` time on a 2-core machine, one torch thread and one core per run, the mean over "
+        f"the finished runs: {each}.{tail}"
+    )
 
 
 def per_seed(row: dict[str, Any]) -> dict[int, float]:
@@ -194,6 +231,8 @@ def render_spo_paper(page: Path) -> str:
         ):
             if (folder / name).is_file():
                 text += f"\n\n![{label}]({link(page, folder / name)})"
+    if cost := cost_words():
+        text += f"\n\n{cost}"
     return text + f"\n\n**Answer:** {answer()}"
 
 
