@@ -140,6 +140,17 @@ def test_the_cost_of_the_runs_done_and_of_the_runs_left_by_hand(results_in):
     left = [(e, r) for e in spo_paper.ENVS for r in CONTENDERS for s in range(5) if not ((e, r) in done and s == 0)]
     minutes = sum(done.get((e, r), next((m for (_, rr), m in done.items() if rr == r), 62.5)) for e, r in left)
     assert len(left) == 43 and round(minutes / 60) == 45
+    assert "Resumed from" not in text
+
+
+def test_a_resumed_run_is_named_with_the_steps_it_resumed_at(results_in):
+    _write(results_in, dict(spo=[4721.8]), n_seeds=1, envs=("Walker2d-v5",))
+    report_path = results_in / "campaigns" / "spo_paper" / "report.json"
+    report = json.loads(report_path.read_text())
+    report["summary"]["Walker2d-v5"]["contenders"][CONTENDERS["spo"]]["resumed"] = [{"seed": 0, "at": [911360]}]
+    report_path.write_text(json.dumps(report))
+    text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
+    assert "Resumed from a checkpoint in a later session: Walker2d-v5: SPO, deep actor seed 0 (at 911,360 steps)." in text
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from harness.layout import CAMPAIGNS
 from harness.regions import results
 from harness.regions.figures import budget, interval, seed_robust_verdict, seeds
 from harness.regions.results import link, the_campaign
+from harness.reports import resumed_runs
 from harness.spo_paper import CONTENDERS, KIND, PAPER_RETURNS, PAPER_STEPS
 from harness.train_logs import PLOT as RATIO_PLOT
 
@@ -208,6 +209,16 @@ def progress_words() -> str:
     return f"the paper's own setting: {runs_done()} of {RUNS} runs done"
 
 
+def resumed_words() -> str:
+    """The runs resumed mid-way from a checkpoint, per env, in words ("" when none)."""
+    parts = [
+        f"{env_id}: {said}"
+        for env_id, by_role in rows().items()
+        if (said := resumed_runs({ROLE_WORDS[role]: row["eval"] for role, row in by_role.items()}))
+    ]
+    return f"Resumed from a checkpoint in a later session: {'; '.join(parts)}." if parts else ""
+
+
 def render_spo_paper(page: Path) -> str:
     """The setup, the returns beside the paper's, the plots and the answer."""
     found = the_campaign(KIND)
@@ -233,6 +244,8 @@ def render_spo_paper(page: Path) -> str:
                 text += f"\n\n![{label}]({link(page, folder / name)})"
     if cost := cost_words():
         text += f"\n\n{cost}"
+    if resumed := resumed_words():
+        text += f" {resumed}"
     return text + f"\n\n**Answer:** {answer()}"
 
 
