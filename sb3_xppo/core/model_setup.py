@@ -90,8 +90,10 @@ class ModelSetupMixin(XPPORolloutMixin):
         self.options = self._checked_options = options.checked(self.clip_range, self.clip_range_vf)
 
     def _setup_value_head(self) -> None:
-        """A value loss with a categorical head (``value_loss='hl_gauss'``): the policy gets a classification critic
-        (``policy_kwargs['hl_gauss']``)."""
+        """
+        A value loss with a categorical head (``value_loss='hl_gauss'``): the policy gets a classification critic
+        (``policy_kwargs['hl_gauss']``).
+        """
         wants_bins = "hl_gauss" in self.policy_kwargs
         name = self.options.value_loss
         if name is None or not VALUE_LOSS_REGISTRY[name].categorical_head:

@@ -77,20 +77,20 @@ def cost_words() -> str:
     every run).
     """
     found = rows()
-    seconds = {(env_id, role): row for env_id, by_role in found.items() for role, row in by_role.items()}
-    if not seconds:
+    finished = {(env_id, role): row for env_id, by_role in found.items() for role, row in by_role.items()}
+    if not finished:
         return ""
 
     def mean(env_id: str, role: str) -> float:
-        if (env_id, role) in seconds:
-            return seconds[env_id, role]["eval"]["learn_seconds"]
-        same = [row for (_, r), row in seconds.items() if r == role] or list(seconds.values())
+        if (env_id, role) in finished:
+            return finished[env_id, role]["eval"]["learn_seconds"]
+        same = [row for (_, r), row in finished.items() if r == role] or list(finished.values())
         return sum(row["eval"]["learn_seconds"] * len(row["seeds"]) for row in same) / sum(len(row["seeds"]) for row in same)
 
     each = "; ".join(
         f"{env_id}, {ROLE_WORDS[role]}: {row['eval']['learn_seconds'] / 60:.0f} min ({len(row['seeds'])} run"
         f"{'s' * (len(row['seeds']) != 1)})"
-        for (env_id, role), row in seconds.items()
+        for (env_id, role), row in finished.items()
     )
     left = missing()
     hours = sum(mean(env_id, role) * len(seeds_left) for env_id, role, seeds_left in left) / 3600
@@ -143,9 +143,10 @@ def returns_table() -> list[str]:
         + " | spo - clip, deep [95%] | deep - shallow, clip [95%] |",
         "| --- " * (len(CONTENDERS) + 4) + "|",
     ]
+    by_env = rows()
     # every env, with the paper's returns, also before its first run is in
     for env_id, paper in PAPER_RETURNS.items():
-        found = rows().get(env_id, {})
+        found = by_env.get(env_id, {})
         cells = []
         for role in CONTENDERS:
             row = found.get(role)
