@@ -8,10 +8,12 @@ returns, the ratio's statistics, ``resumed_at``).
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import re
 import shlex
+import struct
 import types
 from pathlib import Path
 from unittest import mock
@@ -21,8 +23,9 @@ import pytest
 import rl_zoo3
 import torch as th
 import yaml
+from harness import spo_paper, train_episodes, train_logs
 from harness.contenders import PAPER, expand_contenders, parse_contender, with_actor
-from harness.layout import BENCHMARKS
+from harness.layout import BENCHMARKS, campaign_dir
 from harness.runs import Task, build_run, train_and_evaluate
 from harness.train_episodes import TrainEpisodes
 from harness.zoo import SPO_PAPER_CONFIG, zoo_budget, zoo_entry_of
@@ -227,3 +230,25 @@ def test_the_readme_command_runs_the_three_contenders_on_the_three_envs():
     contenders = expand_contenders(args.contenders)
     assert [c.name for c in contenders] == [CLIP, SPO, SHALLOW]
     assert len({Task(e, 1, c, 0, 1, 1, 1, 0.2).key() for e in ENVS for c in contenders}) == 9
+
+
+#: The widest figure a page draws without shrinking it past legibility: the content column at a 1024 px window (620 px)
+#: times the shrink tests/test_rendering.py allows there (2x)
+MAX_FIGURE_WIDTH = 1240
+
+
+def png_width(path: Path) -> int:
+    """A PNG's width in pixels, from its IHDR chunk (bytes 16-20, big-endian)."""
+    return struct.unpack(">I", path.read_bytes()[16:20])[0]
+
+
+def test_the_campaigns_figures_stay_legible_with_its_three_envs(tmp_path):
+    # drawn from the committed report, all three envs in it: a panel per env side by side outgrew the page
+    report = json.loads(Path(campaign_dir(os.path.join(BENCHMARKS, "results"), "spo_paper"), "report.json").read_text())
+    assert list(report["train_logs"]) == list(ENVS) and list(report["train_episodes"]) == list(ENVS)
+    train_logs.plot(report["train_logs"], str(tmp_path / "logs.png"), "title")
+    train_episodes.plot(
+        report["train_episodes"], str(tmp_path / "episodes.png"), "title", spo_paper.reference(), spo_paper.PAPER_STEPS
+    )
+    for name in ("logs.png", "episodes.png"):
+        assert 0 < png_width(tmp_path / name) <= MAX_FIGURE_WIDTH, name

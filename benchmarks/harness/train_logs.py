@@ -131,8 +131,9 @@ def _seed(run: dict[str, Any]) -> int:
 
 def plot(summary: dict[str, Any], path: str, title: str = "") -> None:
     """
-    Per env (a column): the mean ``|r - 1|`` (top) and the clip fraction (bottom) over training, a line per contender
-    (the mean over its seeds), the clip range dashed: the paper's figure of the ratio's deviation.
+    Per env (a row): the mean ``|r - 1|`` (left) and the clip fraction (right) over training, a line per contender
+    (the mean over its seeds), the clip range dashed: the paper's figure of the ratio's deviation. Two panels a row
+    whatever the number of envs, so that the figure stays legible at a page's width.
 
     :param summary: :func:`summarize`'s
     :param path: the PNG's path
@@ -144,25 +145,24 @@ def plot(summary: dict[str, Any], path: str, title: str = "") -> None:
     import matplotlib.pyplot as plt
 
     envs = list(summary)
-    fig, axes = plt.subplots(2, len(envs), figsize=(7.0 * len(envs), 8.0), squeeze=False)
+    fig, axes = plt.subplots(len(envs), 2, figsize=(14.0, 4.0 * len(envs)), squeeze=False)
     colors = plt.get_cmap("tab10").colors
-    for col, env_id in enumerate(envs):
-        top, bottom = axes[0, col], axes[1, col]
+    for (left, right), env_id in zip(axes, envs, strict=True):
         clip = None
         for i, (name, row) in enumerate(summary[env_id].items()):
             steps = np.array(row["steps"])
             label = f"{name} ({len(row['seeds'])})"
-            for ax, key in ((top, "ratio_deviation"), (bottom, "clip_fraction")):
+            for ax, key in ((left, "ratio_deviation"), (right, "clip_fraction")):
                 if key in row:
                     curve = np.array([np.nan if v is None else v for v in row[key]["curve"]])
                     ax.plot(steps, curve, color=colors[i % len(colors)], lw=1.3, label=label)
             if "clip_range" in row:
                 clip = row["clip_range"]["run"]
         if clip is not None:
-            top.axhline(clip, color="gray", ls="--", lw=0.9, label=f"clip range {clip:g}")
-        top.set_title(f"{env_id}: mean |r - 1| per train()", fontsize=12)
-        bottom.set_title(f"{env_id}: clip fraction per train()", fontsize=12)
-        for ax in (top, bottom):
+            left.axhline(clip, color="gray", ls="--", lw=0.9, label=f"clip range {clip:g}")
+        left.set_title(f"{env_id}: mean |r - 1| per train()", fontsize=12)
+        right.set_title(f"{env_id}: clip fraction per train()", fontsize=12)
+        for ax in (left, right):
             ax.set_xlabel("environment steps", fontsize=10)
             ax.legend(fontsize=8)
     if title:
