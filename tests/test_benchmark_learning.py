@@ -419,6 +419,19 @@ def test_reports_come_from_the_committed_results():
             assert f.read() == table, f"{name}: report.md differs from its report.json"
 
 
+def test_a_report_writes_one_seeds_numbers_alone():
+    """One seed: its IQMs and mean without a degenerate interval or a zero spread; two seeds: both with theirs."""
+    row = dict(final_iqm=3213.9, final_iqm_ci=[3213.9, 3213.9], final_mean=3213.9, final_std=0.0, reached=0)
+    row.update(curve_iqm=2431.8, curve_iqm_ci=[2431.8, 2431.8], curve_mean=2431.8, median_steps_to_threshold=None)
+    one = dict(row, seeds=[0], learn_seconds=3410.0)
+    two = dict(row, seeds=[0, 1], final_iqm_ci=[3000.0, 3400.0], final_std=200.0, learn_seconds=3410.0)
+    two.update(curve_iqm_ci=[2400.0, 2500.0])
+    summary = {"Ant-v5": dict(budget=5_000_000, threshold=None, contenders={"spo": one, "clip": two})}
+    table = harness.reports.markdown(summary, "spo_paper", "python benchmarks/learning.py")
+    assert "| spo | 0 | 3213.9 | 3213.9 | 0/1 | - | 2431.8 | 3410 |" in table
+    assert "| clip | 0,1 | 3213.9 [3000.0, 3400.0] | 3213.9 ± 200.0 | 0/2 | - | 2431.8 [2400.0, 2500.0] | 3410 |" in table
+
+
 def test_the_fingerprint_is_the_codes_behaviour():
     """Seed 0 whatever the run's seed; the same bits recomputed; a bit-exact switch keeps it, a new value changes it."""
     task = harness.runs.Task("CartPole-v1", 5000, harness.contenders.parse_contender("xppo"), 3, 2, 2, 3, 0.2)

@@ -65,21 +65,22 @@ COMMAND = "python benchmarks/learning.py --name spo_paper"
 def _write(
     root: Path,
     finals: dict[str, list[float]],
-    n_seeds: int = 5,
+    n_seeds: int | dict[str, int] = 5,
     envs: tuple[str, ...] = spo_paper.ENVS,
     seconds: dict[str, float] | None = None,
 ) -> None:
     """
-    A report of kind spo-paper: per env of ``envs`` and per role of ``finals``, ``n_seeds`` seeds whose final training
-    returns are ``finals``, each role's runs taking ``seconds[role]`` (1 hour unless given) to learn.
+    A report of kind spo-paper: per env of ``envs`` and per role of ``finals``, ``n_seeds`` seeds (or ``n_seeds[env]``)
+    whose final training returns are ``finals``, each role's runs taking ``seconds[role]`` (1 hour unless given) to learn.
     """
     summary, episodes = {}, {}
     for env_id in envs:
         contenders, rows = {}, {}
+        n = n_seeds[env_id] if isinstance(n_seeds, dict) else n_seeds
         for role, name in ((role, CONTENDERS[role]) for role in finals):
-            values = finals[role][:n_seeds]
+            values = finals[role][:n]
             middle = sorted(values)[len(values) // 2]
-            common = dict(seeds=list(range(n_seeds)), final_iqm=middle, final_iqm_ci=[middle - 10, middle + 10])
+            common = dict(seeds=list(range(n)), final_iqm=middle, final_iqm_ci=[middle - 10, middle + 10])
             contenders[name] = dict(common, final_per_seed=values, learn_seconds=(seconds or {}).get(role, 3600.0))
             rows[name] = dict(common, budget=5_000_000, final_per_seed=values)
         summary[env_id] = dict(budget=5_000_000, threshold=None, contenders=contenders)
@@ -110,6 +111,23 @@ def test_a_partial_campaign_names_the_runs_left_and_the_command_that_resumes_the
     decision = harness.regions.summary.render_decision(page)
     assert "the paper's own setting: 18 of 45 runs done ([evidence]" in decision
     assert "no setting shown yet where it pays (the SPO paper, Simple Policy Optimization" in decision
+
+
+def test_an_env_with_every_run_in_is_answered_while_the_others_run(results_in):
+    """HalfCheetah's 15 runs in, Walker2d's and Ant's at two seeds: HalfCheetah's verdicts, the others pending."""
+    _write(results_in, dict(AHEAD, shallow=AHEAD["clip"]), n_seeds={"Walker2d-v5": 2, "HalfCheetah-v5": 5, "Ant-v5": 2})
+    page = results.ROOT / "docs" / "guide" / "xppo.md"
+    text = spo_paper.render_spo_paper(page)
+    found = (
+        "Reproduced on HalfCheetah-v5 at 5M steps; PPO's clip did not lose to depth on HalfCheetah-v5 (deep actor against "
+        "64-64, seeds 0-4)"
+    )
+    assert f"**Answer:** 27 of 45 runs done; {found}; pending on Walker2d-v5, Ant-v5. The rest (Walker2d-v5: PPO's" in text
+    assert "HalfCheetah-v5: " not in text.split("The rest (")[1] and text.count("| pending | pending |") == 2
+    assert list(spo_paper.decided()) == ["HalfCheetah-v5"] and spo_paper.spo_paper_claim() is None
+    decision = harness.regions.summary.render_decision(page)
+    assert f"the paper's own setting: 27 of 45 runs done, so far: {found} ([evidence]" in decision
+    assert "no setting shown yet where it pays" in decision
 
 
 def test_the_table_has_every_env_with_the_papers_returns_before_its_runs_are_in(results_in):
@@ -150,7 +168,7 @@ def test_a_resumed_run_is_named_with_the_steps_it_resumed_at(results_in):
     report["summary"]["Walker2d-v5"]["contenders"][CONTENDERS["spo"]]["resumed"] = [{"seed": 0, "at": [911360]}]
     report_path.write_text(json.dumps(report))
     text = spo_paper.render_spo_paper(results.ROOT / "docs" / "guide" / "xppo.md")
-    assert "Resumed from a checkpoint in a later session: Walker2d-v5: SPO, deep actor seed 0 (at 911,360 steps)." in text
+    assert "Resumed from its checkpoint by a later invocation: Walker2d-v5: SPO, deep actor seed 0 (at 911,360 steps)." in text
 
 
 @pytest.mark.parametrize(
@@ -159,7 +177,7 @@ def test_a_resumed_run_is_named_with_the_steps_it_resumed_at(results_in):
         # the deep actor's PPO well below the shallow one's: PPO lost to depth, as the paper says
         ([2000.0, 2100.0, 2200.0, 1900.0, 2050.0], "PPO's clip lost to depth on Walker2d-v5, HalfCheetah-v5, Ant-v5"),
         # the same returns at both depths
-        (AHEAD["clip"], "PPO's clip did not lose to depth on any env"),
+        (AHEAD["clip"], "PPO's clip did not lose to depth on any of the three"),
     ],
 )
 def test_the_answer_once_every_run_is_in(results_in, shallow, answer):

@@ -181,7 +181,12 @@ def report_header(kind: str, name: str, command: str, question: str, provenance:
 
 
 def markdown(summary: dict[str, Any], name: str, command: str, provenance: str = "", question: str = "") -> str:
-    """The campaign's report.md: :func:`report_header`, then per env a table of every contender."""
+    """
+    The campaign's report.md: :func:`report_header`, then per env a table of every contender, its IQMs written as the
+    pages write them (one seed's alone, without a degenerate interval).
+    """
+    from harness.regions.figures import interval  # (inside: harness.regions' modules import this one)
+
     lines = [*report_header("Learning", name, command, question, provenance), "", COLUMNS]
     for env_id, env_summary in summary.items():
         rows = env_summary["contenders"]
@@ -196,12 +201,11 @@ def markdown(summary: dict[str, Any], name: str, command: str, provenance: str =
         ppo_train = rows.get("ppo", {}).get("train_seconds")
         for cname, row in sorted(rows.items(), key=lambda kv: (-kv[1]["final_iqm"], -kv[1]["curve_mean"])):
             steps = f"{row['median_steps_to_threshold']:,.0f}" if row["median_steps_to_threshold"] is not None else "-"
+            mean = f"{row['final_mean']:.1f}" + (f" ± {row['final_std']:.1f}" if len(row["seeds"]) > 1 else "")
             lines.append(
                 f"| {'**ppo (zoo)**' if cname == 'ppo' else cname} | {','.join(map(str, row['seeds']))} | "
-                f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | "
-                f"{row['final_mean']:.1f} ± {row['final_std']:.1f} | {row['reached']}/{len(row['seeds'])} | {steps} | "
-                f"{row['curve_iqm']:.1f} [{row['curve_iqm_ci'][0]:.1f}, {row['curve_iqm_ci'][1]:.1f}] | "
-                f"{row['learn_seconds']:.0f} | {train_cost(row.get('train_seconds'), ppo_train)} |"
+                f"{interval(row, 'final')} | {mean} | {row['reached']}/{len(row['seeds'])} | {steps} | "
+                f"{interval(row, 'curve')} | {row['learn_seconds']:.0f} | {train_cost(row.get('train_seconds'), ppo_train)} |"
             )
         resumed = resumed_runs(rows)
         if resumed:

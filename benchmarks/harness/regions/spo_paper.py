@@ -162,28 +162,45 @@ def returns_table() -> list[str]:
     return lines
 
 
+def decided() -> dict[str, dict[str, dict[str, Any]]]:
+    """The envs with every run of the three contenders in, with their :func:`verdicts`, in the campaign's order."""
+    return {env_id: found for env_id in ENVS if (found := verdicts(env_id)) is not None}
+
+
+def findings(by_env: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """
+    What the envs with every run in say (``by_env``: their :func:`verdicts`, not empty): the envs where SPO pays, the
+    budget, and whether PPO lost to depth there.
+    """
+    names = list(by_env)
+    which = "any of the three" if len(names) == len(ENVS) else ", ".join(names)
+    pays = [e for e, v in by_env.items() if reproduced(v["spo"])]
+    lost = [e for e, v in by_env.items() if v["depth"]["verdict"] == "behind"]
+    steps = budget(next(iter(rows()[names[0]].values()))["budget"])
+    lead = f"Reproduced on {', '.join(pays)} at {steps} steps" if pays else f"Not reproduced on {which} at {steps} steps"
+    if pays and len(pays) < len(names):
+        lead += f", not on {', '.join(e for e in names if e not in pays)}"
+    depth = f"PPO's clip lost to depth on {', '.join(lost)}" if lost else f"PPO's clip did not lose to depth on {which}"
+    return f"{lead}; {depth} (deep actor against 64-64, seeds {seeds(list(range(SEEDS)))})"
+
+
 def answer() -> str:
-    """The campaign's answer: the envs where SPO pays, the budget, and whether PPO lost to depth; or its progress."""
+    """
+    The campaign's answer: the envs where SPO pays, the budget, and whether PPO lost to depth; while runs remain, the
+    answer of the envs with every run in, the envs pending, and the command that resumes the rest.
+    """
     found = the_campaign(KIND)
     if found is None:
         return "The campaign has not reported yet."
-    done = runs_done()
-    if done < RUNS:
-        return (
-            f"{done} of {RUNS} runs done; verdict pending. The rest ({'; '.join(remaining())}) resume with "
-            f"`{found[1]['command']}` (a run killed mid-way goes on from its last checkpoint)."
-        )
-    by_env = {env_id: verdicts(env_id) for env_id in ENVS}
-    pays = [e for e, v in by_env.items() if v is not None and reproduced(v["spo"])]
-    lost = [e for e, v in by_env.items() if v is not None and v["depth"]["verdict"] == "behind"]
-    steps = budget(next(iter(rows()[ENVS[0]].values()))["budget"])
-    lead = (
-        f"Reproduced on {', '.join(pays)} at {steps} steps" if pays else f"Not reproduced on any of the three at {steps} steps"
+    done = decided()
+    pending = [env_id for env_id in ENVS if env_id not in done]
+    if not pending:
+        return f"{findings(done)}."
+    so_far = f"{findings(done)}; pending on {', '.join(pending)}" if done else "verdict pending"
+    return (
+        f"{runs_done()} of {RUNS} runs done; {so_far}. The rest ({'; '.join(remaining())}) resume with "
+        f"`{found[1]['command']}` (a run killed mid-way goes on from its last checkpoint)."
     )
-    if pays and len(pays) < len(ENVS):
-        lead += f", not on {', '.join(e for e in ENVS if e not in pays)}"
-    depth = f"PPO's clip lost to depth on {', '.join(lost)}" if lost else "PPO's clip did not lose to depth on any env"
-    return f"{lead}; {depth} (deep actor against 64-64, seeds {seeds(list(range(SEEDS)))})."
 
 
 def spo_paper_claim() -> str | None:
@@ -206,8 +223,9 @@ def when_words() -> str:
 
 
 def progress_words() -> str:
-    """The campaign's progress, for the decision table while it runs."""
-    return f"the paper's own setting: {runs_done()} of {RUNS} runs done"
+    """The campaign's progress, for the decision table while it runs, with what the envs with every run in say."""
+    done = decided()
+    return f"the paper's own setting: {runs_done()} of {RUNS} runs done" + (f", so far: {findings(done)}" if done else "")
 
 
 def resumed_words() -> str:
@@ -217,7 +235,7 @@ def resumed_words() -> str:
         for env_id, by_role in rows().items()
         if (said := resumed_runs({ROLE_WORDS[role]: row["eval"] for role, row in by_role.items()}))
     ]
-    return f"Resumed from a checkpoint in a later session: {'; '.join(parts)}." if parts else ""
+    return f"Resumed from its checkpoint by a later invocation: {'; '.join(parts)}." if parts else ""
 
 
 def render_spo_paper(page: Path) -> str:
