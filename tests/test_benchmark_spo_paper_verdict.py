@@ -10,11 +10,13 @@ import json
 from pathlib import Path
 
 import harness.regions.summary
+import numpy as np
 import pytest
 from harness import spo_paper as paper
 from harness import train_episodes
 from harness.contenders import parse_contender
 from harness.regions import results, spo_paper
+from harness.regions.figures import iqm_difference, seed_robust_verdict
 from harness.spo_paper import CONTENDERS
 
 #: A run's record: the rollouts' ends, their episodes' mean returns and how many ended in each
@@ -200,3 +202,22 @@ def test_one_seed_carrying_the_difference_is_not_reproduced(results_in):
     assert "**Answer:** Not reproduced on any of the three at 5M steps" in text and "inconclusive (p = " in text
     assert not spo_paper.reproduced(spo_paper.verdicts("Ant-v5")["spo"])  # type: ignore[index]
     assert "no setting found where it pays" in harness.regions.summary.render_decision(results.ROOT / "README.md")
+
+
+def test_reproduced_keeps_the_difference_above_0_without_any_one_seed():
+    """
+    Wherever the verdict is "ahead" with every seed and without any one, the IQM difference's interval excludes 0 with
+    the seeds of any one seed's runs dropped too: the issue's rule, checked on random seeds near the boundary.
+    """
+    rng = np.random.default_rng(0)
+    ahead = 0
+    for _ in range(200):
+        spo, clip = rng.normal(1.5, 1.0, 5), rng.normal(0.0, 1.0, 5)
+        found = seed_robust_verdict(dict(enumerate(spo)), dict(enumerate(clip)), reps=500)
+        if found["verdict"] != "ahead":
+            continue
+        ahead += 1
+        for seed in range(5):
+            kept = [v for s, v in enumerate(spo) if s != seed], [v for s, v in enumerate(clip) if s != seed]
+            assert iqm_difference(*kept, reps=500)[1] > 0
+    assert 10 < ahead < 200  # the boundary was reached from both sides

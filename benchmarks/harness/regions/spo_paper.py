@@ -125,7 +125,9 @@ def verdicts(env_id: str) -> dict[str, dict[str, Any]] | None:
 def reproduced(found: dict[str, Any]) -> bool:
     """
     The paper's claim holds on an env: SPO ahead of PPO's clip by the rank test with every seed and without any one,
-    and the IQM difference's 95% interval above 0 (the paper's direction).
+    and the IQM difference's 95% interval above 0 (the paper's direction). The interval then stays above 0 without
+    any one seed as well: at 4 seeds a side the exact test is "ahead" only where every SPO seed beats every clip seed,
+    and a resample's IQM lies within its sample's range.
     """
     return found["verdict"] == "ahead" and found["difference"][1] > 0
 
