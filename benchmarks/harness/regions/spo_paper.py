@@ -213,15 +213,24 @@ def spo_paper_claim() -> str | None:
 
 
 def when_words() -> str:
-    """The decision table's "when" for ``actor_loss='spo'``: where the campaign found that it pays, once it is done."""
+    """
+    The decision table's "when" for ``actor_loss='spo'``: the envs where the campaign found that it pays, as soon as
+    one env's runs are all in and it pays there, with the envs still under test; else that no setting is shown yet
+    (or, once every env is answered, found).
+    """
     paper = "the SPO paper, Simple Policy Optimization, Xie et al. 2025, claims it for deep networks: a 6-hidden-layer actor"
-    if runs_done() < RUNS:
-        return f"no setting shown yet where it pays ({paper}; its own setting under test)"
-    pays = [e for e in ENVS if (v := verdicts(e)) is not None and reproduced(v["spo"])]
+    done = decided()
+    pays = [env_id for env_id, found in done.items() if reproduced(found["spo"])]
+    testing = [env_id for env_id in ENVS if env_id not in done]
     if not pays:
+        if testing:
+            return f"no setting shown yet where it pays ({paper}; its own setting under test)"
         return f"no setting found where it pays ({paper}; not reproduced in its own setting)"
-    where = ", ".join(pays)
-    return f"a 6-hidden-layer actor on {where} (the SPO paper's setting: Xie et al. 2025, Simple Policy Optimization)"
+    still = f"; {', '.join(testing)} under test" if testing else ""
+    return (
+        f"a 6-hidden-layer actor on {', '.join(pays)} (the SPO paper's setting: Xie et al. 2025, Simple Policy "
+        f"Optimization{still})"
+    )
 
 
 def progress_words() -> str:
