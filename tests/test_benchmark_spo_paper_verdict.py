@@ -124,11 +124,11 @@ def test_an_env_with_every_run_in_is_answered_while_the_others_run(results_in):
         "Reproduced on HalfCheetah-v5 at 5M steps; PPO's clip did not lose to depth on HalfCheetah-v5 (deep actor against "
         "64-64, seeds 0-4)"
     )
-    assert f"**Answer:** 27 of 45 runs done; {found}; pending on Walker2d-v5, Ant-v5. The rest (Walker2d-v5: PPO's" in text
+    assert f"**Answer:** 27 of 45 runs done. {found}; pending on Walker2d-v5, Ant-v5. The rest (Walker2d-v5: PPO's" in text
     assert "HalfCheetah-v5: " not in text.split("The rest (")[1] and text.count("| pending | pending |") == 2
     assert list(spo_paper.decided()) == ["HalfCheetah-v5"] and spo_paper.spo_paper_claim() is None
     decision = harness.regions.summary.render_decision(page)
-    assert f"the paper's own setting: 27 of 45 runs done, so far: {found} ([evidence]" in decision
+    assert f"the paper's own setting: 27 of 45 runs done, so far r{found[1:]} ([evidence]" in decision
     assert "| a 6-hidden-layer actor on HalfCheetah-v5 (the SPO paper's setting: " in decision
     assert "Simple Policy Optimization; Walker2d-v5, Ant-v5 under test) |" in decision
 

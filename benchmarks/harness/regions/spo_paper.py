@@ -198,9 +198,9 @@ def answer() -> str:
     pending = [env_id for env_id in ENVS if env_id not in done]
     if not pending:
         return f"{findings(done)}."
-    so_far = f"{findings(done)}; pending on {', '.join(pending)}" if done else "verdict pending"
+    so_far = f". {findings(done)}; pending on {', '.join(pending)}" if done else "; verdict pending"
     return (
-        f"{runs_done()} of {RUNS} runs done; {so_far}. The rest ({'; '.join(remaining())}) resume with "
+        f"{runs_done()} of {RUNS} runs done{so_far}. The rest ({'; '.join(remaining())}) resume with "
         f"`{found[1]['command']}` (a run killed mid-way goes on from its last checkpoint)."
     )
 
@@ -235,8 +235,11 @@ def when_words() -> str:
 
 def progress_words() -> str:
     """The campaign's progress, for the decision table while it runs, with what the envs with every run in say."""
-    done = decided()
-    return f"the paper's own setting: {runs_done()} of {RUNS} runs done" + (f", so far: {findings(done)}" if done else "")
+    progress = f"the paper's own setting: {runs_done()} of {RUNS} runs done"
+    if not (done := decided()):
+        return progress
+    said = findings(done)
+    return f"{progress}, so far {said[:1].lower()}{said[1:]}"
 
 
 def resumed_words() -> str:
