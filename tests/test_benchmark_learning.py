@@ -432,6 +432,50 @@ def test_a_report_writes_one_seeds_numbers_alone():
     assert "| clip | 0,1 | 3213.9 [3000.0, 3400.0] | 3213.9 ± 200.0 | 0/2 | - | 2431.8 [2400.0, 2500.0] | 3410 |" in table
 
 
+def test_a_slice_of_a_campaign_makes_the_same_runs():
+    """
+    A campaign run in slices (the same command with fewer envs, contenders or seeds) asks for runs of the whole
+    campaign's cache keys, so that ``--report-only`` with the whole command reports them.
+    """
+    whole = [
+        "--envs",
+        "Walker2d-v5",
+        "Ant-v5",
+        "--contenders",
+        "xppo,ppo",
+        "--seeds",
+        "0",
+        "1",
+        "2",
+        "--budget-scale",
+        "5",
+        "--name",
+        "spo_paper",
+    ]
+    part = [
+        "--envs",
+        "Ant-v5",
+        "--contenders",
+        "ppo",
+        "--seeds",
+        "2",
+        "--budget-scale",
+        "5",
+        "--workers",
+        "1",
+        "--name",
+        "spo_paper",
+    ]
+
+    def keys(argv: list[str]) -> list[str]:
+        args = learning.parse_args(argv)
+        return [task.key() for task in learning.campaign_tasks(args, harness.contenders.expand_contenders(args.contenders))]
+
+    sliced = keys(part)
+    assert len(sliced) == 1 and set(sliced) < set(keys(whole)) and len(keys(whole)) == 12
+    assert keys([*part, "--budget-scale", "3"]) != sliced  # the budget is in the key (argparse: the last one given)
+
+
 def test_the_fingerprint_is_the_codes_behaviour():
     """Seed 0 whatever the run's seed; the same bits recomputed; a bit-exact switch keeps it, a new value changes it."""
     task = harness.runs.Task("CartPole-v1", 5000, harness.contenders.parse_contender("xppo"), 3, 2, 2, 3, 0.2)
